@@ -1,0 +1,1 @@
+"""Adapters: queue publishers, push formats and channel providers, one module each."""

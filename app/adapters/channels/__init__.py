@@ -1,0 +1,1 @@
+"""Channel providers behind ``app.domain.ports.ChannelProvider``."""

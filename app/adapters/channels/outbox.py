@@ -1,0 +1,103 @@
+"""A real local provider: writes each rendered message to a directory, atomically.
+
+Email becomes an RFC 5322 ``.eml`` file, a webhook a ``.json`` file. The file name
+derives from the idempotency key, so a resend after a crash overwrites the same
+file instead of producing a second message: the outbox deduplicates like a
+provider that honours idempotency keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import tempfile
+from email.message import EmailMessage
+from email.utils import make_msgid
+from pathlib import Path
+
+from app.domain.errors import PermanentProviderError, TransientProviderError
+from app.domain.messages import RenderedMessage, SendResult
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_stem(idempotency_key: str) -> str:
+    """A safe, unique file name for a key: readable prefix plus a short hash."""
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:12]
+    return f"{_UNSAFE.sub('_', idempotency_key)[:120]}.{digest}"
+
+
+def build_email(message: RenderedMessage, *, idempotency_key: str, sender: str) -> EmailMessage:
+    """The RFC 5322 message for a rendered email; its Message-ID is stable per ledger key."""
+    email = EmailMessage()
+    email["From"] = sender
+    email["To"] = message.recipient
+    email["Subject"] = message.subject
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+    email["Message-ID"] = make_msgid(idstring=digest, domain="reminder-relay.local")
+    for name, value in message.headers.items():
+        email[name] = value
+    email.set_content(message.text)
+    if message.html is not None:
+        email.add_alternative(message.html, subtype="html")
+    return email
+
+
+class OutboxProvider:
+    """Writes messages under ``directory/<channel>/``; each write is temp file + rename."""
+
+    name = "outbox"
+
+    def __init__(
+        self, directory: Path, *, fsync: bool = True, sender: str = "reminders@localhost"
+    ) -> None:
+        self.directory = directory
+        self.fsync = fsync
+        self.sender = sender
+
+    async def send(
+        self, message: RenderedMessage, *, idempotency_key: str, timeout: float
+    ) -> SendResult:
+        """Write the message file; return its path relative to the outbox as the request id."""
+        if not message.recipient:
+            raise PermanentProviderError("no recipient", detail_class="no_recipient")
+        if message.channel == "email":
+            content = bytes(
+                build_email(message, idempotency_key=idempotency_key, sender=self.sender)
+            )
+            suffix = ".eml"
+        else:
+            content = json.dumps(
+                {"url": message.recipient, "headers": dict(message.headers), "body": message.body},
+                indent=2,
+                sort_keys=True,
+            ).encode()
+            suffix = ".json"
+        relative = Path(message.channel) / f"{file_stem(idempotency_key)}{suffix}"
+        try:
+            await asyncio.wait_for(
+                asyncio.to_thread(self._write_atomically, self.directory / relative, content),
+                timeout,
+            )
+        except (OSError, TimeoutError) as error:
+            raise TransientProviderError(
+                f"outbox write failed: {type(error).__name__}", detail_class="outbox_io"
+            ) from error
+        return SendResult(provider_request_id=str(relative))
+
+    def _write_atomically(self, path: Path, content: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+                if self.fsync:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(temp_name, path)
+        except BaseException:
+            Path(temp_name).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,1 @@
+"""Push formats behind ``app.domain.ports.PushFormat``: one module per queue vendor."""

@@ -1,0 +1,129 @@
+"""Infrai push requests: ``{message_id, payload, ...}`` signed with HMAC-SHA256.
+
+Infrai leaves the signature scheme open (shared/infrai/CONTRACT.md), so all three
+forms seen in client code are accepted:
+
+* ``X-Infrai-Signature: <hex HMAC-SHA256(secret, raw body)>``
+* the same with a ``sha256=`` prefix
+* with ``X-Infrai-Timestamp: <unix seconds>``, the HMAC covers ``<timestamp>.<raw body>``
+  and the timestamp must be within the tolerance (replay protection).
+
+Any configured secret is accepted (rotation: current first, next or previous after).
+Header names are configurable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from app.domain.errors import MalformedDelivery, Unauthenticated
+from app.domain.messages import Delivery
+
+_ATTEMPT_FIELDS = ("attempt", "delivery_attempt", "attempts")
+
+
+def sign(secret: bytes, body: bytes, timestamp: int | None = None) -> str:
+    """The ``sha256=<hex>`` signature a sender puts in the signature header."""
+    signed = body if timestamp is None else f"{timestamp}.".encode() + body
+    return "sha256=" + hmac.new(secret, signed, hashlib.sha256).hexdigest()
+
+
+class InfraiPushFormat:
+    """Checks Infrai push signatures and reads its envelope."""
+
+    name = "infrai"
+
+    def __init__(
+        self,
+        secrets: Sequence[bytes],
+        *,
+        signature_header: str = "X-Infrai-Signature",
+        timestamp_header: str = "X-Infrai-Timestamp",
+        tolerance_seconds: int = 300,
+    ) -> None:
+        if not secrets:
+            raise ValueError("at least one push secret is required")
+        self._secrets = tuple(secrets)
+        self._signature_header = signature_header.lower()
+        self._timestamp_header = timestamp_header.lower()
+        self._tolerance = tolerance_seconds
+
+    def authenticate(self, body: bytes, headers: Mapping[str, str], *, now: float) -> None:
+        """Raise ``Unauthenticated`` unless the body carries a valid signature."""
+        provided = headers.get(self._signature_header)
+        if not provided:
+            raise Unauthenticated("missing signature header")
+        received = _signature_bytes(provided)
+        signed = self._signed_bytes(body, headers.get(self._timestamp_header), now)
+        matched = False
+        for secret in self._secrets:  # no early exit: timing does not reveal which secret
+            expected = hmac.new(secret, signed, hashlib.sha256).digest()
+            matched |= hmac.compare_digest(expected, received)
+        if not matched:
+            raise Unauthenticated("signature does not match")
+
+    def _signed_bytes(self, body: bytes, timestamp: str | None, now: float) -> bytes:
+        if timestamp is None:
+            return body
+        try:
+            seconds = int(timestamp.strip())
+        except ValueError:
+            raise Unauthenticated("timestamp header is not unix seconds") from None
+        if abs(now - seconds) > self._tolerance:
+            raise Unauthenticated("timestamp outside tolerance")
+        return f"{seconds}.".encode() + body
+
+    def parse(self, queue: str, body: bytes) -> Delivery:
+        """Read ``message_id``, ``payload`` and an attempt counter if present."""
+        try:
+            envelope = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise MalformedDelivery("body is not JSON") from None
+        if not isinstance(envelope, dict):
+            raise MalformedDelivery("body is not a JSON object")
+        message_id = envelope.get("message_id")
+        if (
+            not isinstance(message_id, str | int)
+            or isinstance(message_id, bool)
+            or message_id == ""
+        ):
+            raise MalformedDelivery("message_id is missing")
+        return Delivery(
+            queue=queue,
+            message_id=str(message_id)[:255],
+            payload=_payload(envelope.get("payload")),
+            attempt=_attempt(envelope),
+        )
+
+
+def _signature_bytes(header_value: str) -> bytes:
+    value = header_value.strip()
+    if value.lower().startswith("sha256="):
+        value = value[len("sha256=") :]
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise Unauthenticated("signature is not hex") from None
+
+
+def _payload(raw: Any) -> Any:
+    # Some senders wrap the payload as a JSON string; accept both.
+    if isinstance(raw, str):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _attempt(envelope: dict[str, Any]) -> int | None:
+    for name in _ATTEMPT_FIELDS:
+        value = envelope.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None

@@ -1,0 +1,1 @@
+"""Queue publishers behind ``app.domain.ports.QueuePublisher``."""

@@ -1,0 +1,92 @@
+"""An in-process queue publisher: used by tests and as the reference for the contract suite."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from app.domain.errors import PublishError
+from app.domain.messages import OutgoingMessage
+from app.domain.ports import MAX_MESSAGE_BYTES
+
+SEVEN_DAYS = 7 * 24 * 3600.0
+DEDUP_WINDOW = timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedMessage:
+    """A message as the in-memory queue holds it."""
+
+    message_id: str
+    queue: str
+    payload: dict
+    delay_seconds: float
+    idempotency_key: str
+    published_at: datetime
+
+    @property
+    def visible_at(self) -> datetime:
+        """When the queue would first push it."""
+        return self.published_at + timedelta(seconds=self.delay_seconds)
+
+
+class MemoryPublisher:
+    """Holds published messages in a list, with the managed queue's limits and dedup window."""
+
+    name = "memory"
+
+    def __init__(
+        self,
+        *,
+        max_delay_seconds: float = SEVEN_DAYS,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.max_delay_seconds = max_delay_seconds
+        self.messages: list[PublishedMessage] = []
+        self._clock = clock
+        self._recent: dict[tuple[str, str], PublishedMessage] = {}
+
+    async def publish(self, message: OutgoingMessage) -> str:
+        """Store one message; a repeated idempotency key within 5 minutes returns the first id."""
+        _check_limits(message, self.max_delay_seconds)
+        now = self._clock()
+        earlier = self._recent.get((message.queue, message.idempotency_key))
+        if earlier is not None and now - earlier.published_at < DEDUP_WINDOW:
+            return earlier.message_id
+        stored = PublishedMessage(
+            message_id=str(uuid.uuid4()),
+            queue=message.queue,
+            payload=dict(message.payload),
+            delay_seconds=message.delay_seconds,
+            idempotency_key=message.idempotency_key,
+            published_at=now,
+        )
+        self.messages.append(stored)
+        self._recent[(message.queue, message.idempotency_key)] = stored
+        return stored.message_id
+
+    async def publish_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Publish each message in order (all limits checked before any is stored)."""
+        for message in messages:
+            _check_limits(message, self.max_delay_seconds)
+        return [await self.publish(message) for message in messages]
+
+    def drain(self) -> list[PublishedMessage]:
+        """Take every stored message out (tests deliver them by hand)."""
+        taken, self.messages = self.messages, []
+        return taken
+
+
+def _check_limits(message: OutgoingMessage, max_delay_seconds: float) -> None:
+    if message.delay_seconds < 0 or message.delay_seconds > max_delay_seconds:
+        raise PublishError(
+            f"delay_seconds {message.delay_seconds:.0f} outside 0..{max_delay_seconds:.0f}"
+        )
+    if not message.idempotency_key:
+        raise PublishError("idempotency_key is required")
+    size = len(json.dumps(message.payload, separators=(",", ":")).encode())
+    if size > MAX_MESSAGE_BYTES:
+        raise PublishError(f"payload of {size} bytes exceeds {MAX_MESSAGE_BYTES}")

@@ -1,0 +1,1 @@
+"""HTTP edge: routes, dependencies and the one place errors become HTTP answers."""

@@ -1,0 +1,83 @@
+"""Dependencies: the service container, connections per request, and the credential checks."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Depends, Request
+from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.adapters.rendering import Renderer
+from app.domain.errors import Unauthenticated
+from app.domain.ports import PushFormat, QueuePublisher
+from app.services.receive import Receiver
+from app.services.sweep import SweepLimits
+from app.settings import Settings
+
+
+@dataclass
+class Container:
+    """What the lifespan builds once and every request shares."""
+
+    settings: Settings
+    engine: AsyncEngine
+    receiver: Receiver
+    push_format: PushFormat
+    publisher: QueuePublisher
+    renderer: Renderer
+    sweep_limits: SweepLimits
+    clock: Callable[[], datetime]
+
+    def queue_for(self, channel: str) -> str:
+        """The queue a channel's messages go to."""
+        return self.settings.queue_name
+
+
+def get_container(request: Request) -> Container:
+    """The container built by the app's lifespan."""
+    container: Container = request.app.state.container
+    return container
+
+
+ContainerDep = Annotated[Container, Depends(get_container)]
+
+
+async def transaction(container: ContainerDep) -> AsyncIterator[AsyncConnection]:
+    """One transaction per request: committed when the route returns, rolled back on error."""
+    async with container.engine.begin() as conn:
+        yield conn
+
+
+ConnectionDep = Annotated[AsyncConnection, Depends(transaction)]
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, if any."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def token_matches(provided: str | None, expected: SecretStr) -> bool:
+    """Constant-time comparison against a configured secret."""
+    secret = expected.get_secret_value()
+    if not provided or not secret:
+        return False
+    return hmac.compare_digest(provided.encode(), secret.encode())
+
+
+def _require(name: str) -> Callable[[Request, Container], None]:
+    def check(request: Request, container: ContainerDep) -> None:
+        if not token_matches(bearer_token(request), getattr(container.settings, name)):
+            raise Unauthenticated(f"a valid bearer token ({name.upper()}) is required")
+
+    return check
+
+
+require_api_token = _require("api_token")
+require_admin_token = _require("admin_token")

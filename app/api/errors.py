@@ -1,0 +1,61 @@
+"""Map the error root to HTTP, once. Every error body is ``{"error": code, "message": ...}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from app.domain import errors
+
+_STATUS: list[tuple[type[errors.ReminderRelayError], int, str]] = [
+    (errors.NotFound, 404, "not_found"),
+    (errors.Conflict, 409, "conflict"),
+    (errors.InvalidInput, 422, "invalid_input"),
+    (errors.Unauthenticated, 401, "unauthenticated"),
+    (errors.PayloadTooLarge, 413, "payload_too_large"),
+    (errors.PublishError, 502, "queue_unavailable"),
+    (errors.ConfigError, 500, "misconfigured"),
+]
+
+
+def error_response(error: errors.ReminderRelayError) -> JSONResponse:
+    """The HTTP answer for one of our errors."""
+    for kind, status, code in _STATUS:
+        if isinstance(error, kind):
+            body: dict[str, Any] = {"error": code, "message": str(error)}
+            if isinstance(error, errors.InvalidInput):
+                body["fields"] = [{"field": error.field, "message": str(error)}]
+            headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+            return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse({"error": "internal", "message": "internal error"}, status_code=500)
+
+
+def _field_name(location: tuple[Any, ...]) -> str:
+    parts = [str(part) for part in location if part not in ("body", "path", "query")]
+    return ".".join(parts) or "body"
+
+
+async def _on_our_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, errors.ReminderRelayError)
+    return error_response(error)
+
+
+async def _on_validation_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    fields = [
+        {"field": _field_name(tuple(item["loc"])), "message": item["msg"]}
+        for item in error.errors()
+    ]
+    message = "; ".join(f"{item['field']}: {item['message']}" for item in fields)
+    return JSONResponse(
+        {"error": "invalid_input", "message": message, "fields": fields}, status_code=422
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the mappings on an app."""
+    app.add_exception_handler(errors.ReminderRelayError, _on_our_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)

@@ -1,0 +1,81 @@
+"""``POST /push/{queue}``: the queue's push target. The hot path: no ORM, no response model."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from app.domain.errors import MalformedDelivery, PayloadTooLarge, Unauthenticated
+from app.domain.messages import Delivery
+from app.services.receive import Answer, quarantine, receive_delivery
+
+from .deps import Container, get_container
+from .errors import error_response
+
+router = APIRouter()
+log = logging.getLogger("reminders.push")
+
+
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The raw body, refusing more than ``limit`` bytes before reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"body over {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def answer_response(answer: Answer) -> Response:
+    """200 for acks, 503 + Retry-After for nacks; the body always names the outcome."""
+    if answer.outcome.acknowledges:
+        return Response(orjson.dumps(answer.to_json()), 200, media_type="application/json")
+    retry_after = str(int(answer.retry_after or 1))
+    return Response(
+        orjson.dumps(answer.to_json()),
+        503,
+        headers={"Retry-After": retry_after},
+        media_type="application/json",
+    )
+
+
+@router.post("/push/{queue}")
+async def push(queue: str, request: Request) -> Response:
+    """Authenticate, then hand the delivery to the receiver and answer ack or nack."""
+    container: Container = get_container(request)
+    try:
+        body = await read_capped(request, container.settings.push_max_body_bytes)
+        container.push_format.authenticate(body, request.headers, now=time.time())
+    except (PayloadTooLarge, Unauthenticated) as error:
+        log.warning("push refused on queue %s: %s", queue[:64], error)
+        return error_response(error)
+    try:
+        delivery = container.push_format.parse(queue, body)
+    except MalformedDelivery as error:
+        placeholder = Delivery(queue=queue, message_id=_fallback_id(body), payload=None)
+        return answer_response(
+            await quarantine(container.receiver, placeholder, reason="malformed", error=str(error))
+        )
+    answer = await receive_delivery(container.receiver, delivery)
+    log.info(
+        "delivery %s on %s: %s",
+        delivery.message_id,
+        queue[:64],
+        answer.outcome.value,
+        extra={"outcome": answer.outcome.value, "reminder_id": answer.reminder_id},
+    )
+    return answer_response(answer)
+
+
+def _fallback_id(body: bytes) -> str:
+    # A malformed envelope has no usable message id; the body hash keeps redeliveries of the
+    # same bytes to one dead-letter row.
+    return "sha256:" + hashlib.sha256(body).hexdigest()

@@ -1,0 +1,149 @@
+"""The reminders API (bearer ``REMINDERS_API_TOKEN``): customers and reminders."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from fastapi import APIRouter, Depends, Path, Response
+from fastapi.encoders import jsonable_encoder
+from pydantic import (
+    AnyHttpUrl,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    EmailStr,
+    Field,
+    field_validator,
+)
+
+from app.domain.errors import InvalidInput, NotFound
+from app.services import reminders as service
+
+from .deps import ConnectionDep, ContainerDep, require_api_token
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
+
+Channel = Literal["email", "webhook"]
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
+ResourceId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
+MAX_DATA_BYTES = 16 * 1024
+
+
+class CustomerIn(BaseModel):
+    """A customer's contact details and channel preferences."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    email: EmailStr | None = None
+    webhook_url: AnyHttpUrl | None = None
+    time_zone: str = "UTC"
+    opted_out_channels: list[Channel] = Field(default_factory=list)
+    unsubscribed: bool = False
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {value!r}") from None
+        return value
+
+
+class ReminderIn(BaseModel):
+    """One reminder: who, what, when and through which channels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    customer_id: str = Field(min_length=1, max_length=200)
+    kind: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]{0,99}$")
+    due_at: AwareDatetime
+    expires_at: AwareDatetime | None = None
+    channels: list[Channel] = Field(min_length=1)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("channels")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
+
+    @field_validator("data")
+    @classmethod
+    def _small(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, default=str)) > MAX_DATA_BYTES:
+            raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
+        return value
+
+
+def _customer_values(body: CustomerIn, previous: dict[str, Any] | None, now: datetime) -> dict:
+    was_unsubscribed = previous.get("unsubscribed_at") if previous else None
+    return {
+        "email": str(body.email) if body.email else None,
+        "webhook_url": str(body.webhook_url) if body.webhook_url else None,
+        "time_zone": body.time_zone,
+        "opted_out_channels": sorted(set(body.opted_out_channels)),
+        "unsubscribed_at": (was_unsubscribed or now) if body.unsubscribed else None,
+    }
+
+
+def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
+    out = jsonable_encoder(customer)
+    out["unsubscribed"] = customer["unsubscribed_at"] is not None
+    return out
+
+
+@router.put("/customers/{customer_id}")
+async def put_customer(
+    customer_id: ResourceId, body: CustomerIn, conn: ConnectionDep, container: ContainerDep
+) -> dict[str, Any]:
+    """Create or replace a customer."""
+    now = container.clock()
+    try:
+        previous = await service.get_customer(conn, customer_id)
+    except NotFound:
+        previous = None
+    values = _customer_values(body, previous, now)
+    return _customer_out(await service.put_customer(conn, customer_id, values, now=now))
+
+
+@router.get("/customers/{customer_id}")
+async def get_customer(customer_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
+    """One customer."""
+    return _customer_out(await service.get_customer(conn, customer_id))
+
+
+@router.put("/reminders/{reminder_id}")
+async def put_reminder(
+    reminder_id: ResourceId,
+    body: ReminderIn,
+    response: Response,
+    conn: ConnectionDep,
+    container: ContainerDep,
+) -> dict[str, Any]:
+    """Idempotent upsert of a reminder (201 when created, 200 otherwise)."""
+    if "email" in body.channels and not container.renderer.knows_kind(body.kind):
+        raise InvalidInput("kind", f"no email template for kind {body.kind!r}")
+    if body.expires_at is not None and body.expires_at <= body.due_at:
+        raise InvalidInput("expires_at", "must be after due_at")
+    values = body.model_dump()
+    result = await service.put_reminder(conn, reminder_id, values, now=container.clock())
+    response.status_code = 201 if result.created else 200
+    return jsonable_encoder(await service.get_reminder(conn, reminder_id))
+
+
+@router.get("/reminders/{reminder_id}")
+async def get_reminder(reminder_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
+    """A reminder with its per-channel send records."""
+    return jsonable_encoder(await service.get_reminder(conn, reminder_id))
+
+
+@router.delete("/reminders/{reminder_id}")
+async def cancel_reminder(
+    reminder_id: ResourceId, conn: ConnectionDep, container: ContainerDep
+) -> dict[str, Any]:
+    """Cancel a reminder; messages already queued are dropped when they arrive."""
+    await service.cancel_reminder(conn, reminder_id, now=container.clock())
+    return jsonable_encoder(await service.get_reminder(conn, reminder_id))

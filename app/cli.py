@@ -1,0 +1,106 @@
+"""The ``reminders`` command: thin typer commands, each one unit of work."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import logging
+import os
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from app.db.migrations import upgrade_to_head
+from app.settings import Settings
+
+cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
+console = Console()
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValueError as error:  # pydantic's ValidationError is a ValueError
+        console.print(f"[red]configuration error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
+@cli.command()
+def migrate() -> None:
+    """Apply database migrations up to head."""
+    settings = _settings()
+    upgrade_to_head(settings.database_url)
+    console.print("[green]schema at head[/green]")
+
+
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+    workers: Annotated[int, typer.Option(help="Worker processes (PostgreSQL only).")] = 1,
+    migrate_first: Annotated[
+        bool | None, typer.Option("--migrate/--no-migrate", help="Migrate before serving.")
+    ] = None,
+) -> None:
+    """Serve the HTTP API with uvicorn (uvloop and httptools when installed)."""
+    import uvicorn
+
+    settings = _settings()
+    if migrate_first if migrate_first is not None else settings.dev_mode:
+        upgrade_to_head(settings.database_url)
+    if settings.is_sqlite and workers > 1:
+        console.print("[yellow]SQLite: one worker only (writes are serialized)[/yellow]")
+        workers = 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        proxy_headers=True,
+        forwarded_allow_ips=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        access_log=False,
+    )
+
+
+@cli.command("sweep")
+def sweep_command() -> None:
+    """Run one sweep now (the same work as POST /cron/sweep) and print its report."""
+    from app.main import build_container
+    from app.services.sweep import sweep
+
+    async def run() -> dict[str, object]:
+        container = build_container(_settings())
+        try:
+            report = await sweep(
+                container.engine,
+                container.publisher,
+                queue_for=container.queue_for,
+                clock=container.clock,
+                limits=container.sweep_limits,
+            )
+        finally:
+            await container.engine.dispose()
+        return {
+            "enqueued": report.enqueued,
+            "messages": report.messages,
+            "remaining": report.remaining,
+            "horizon_end": report.horizon_end.isoformat(),
+            "duration_ms": report.duration_ms,
+            "error": report.error,
+        }
+
+    result = asyncio.run(run())
+    console.print_json(json.dumps(result))
+    if result["error"]:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

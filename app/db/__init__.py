@@ -1,0 +1,1 @@
+"""Persistence: table definitions, the engine, and one repository module per table group."""

@@ -1,0 +1,33 @@
+"""SQL for customers. Nothing here commits."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .tables import customers
+
+_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+
+
+async def get_customer(conn: AsyncConnection, customer_id: str) -> dict[str, Any] | None:
+    """One customer as a mapping, or None."""
+    row = (await conn.execute(select(customers).where(customers.c.id == customer_id))).first()
+    return dict(row._mapping) if row else None
+
+
+async def upsert_customer(
+    conn: AsyncConnection, customer_id: str, values: dict[str, Any], *, now: datetime
+) -> None:
+    """Create the customer or overwrite its fields (created_at is kept)."""
+    insert = _INSERTS[conn.dialect.name]
+    stmt = insert(customers).values(id=customer_id, created_at=now, updated_at=now, **values)
+    await conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=[customers.c.id], set_={**values, "updated_at": now}
+        )
+    )

@@ -1,0 +1,268 @@
+"""SQL for the send ledger (``send_records``) and the receiver's reads. Nothing here commits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, func, literal, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.ledger import LedgerKey, SendRecordView
+from app.domain.messages import CustomerView, ReminderView
+from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+
+from .tables import customers, reminders, send_records
+from .types import UTCDateTime
+
+sr = send_records
+_NOW = bindparam("now", type_=UTCDateTime())
+_VIEW_COLUMNS = (
+    sr.c.id,
+    sr.c.state,
+    sr.c.attempt_count,
+    sr.c.attempt_budget_start,
+    sr.c.lease_until,
+    sr.c.next_attempt_at,
+)
+
+
+def _claim_statement(dialect_insert: Any) -> Any:
+    # One round trip: insert the row if the reminder exists and the row does not,
+    # else take it over only if it is claimable. No row back means "not claimed".
+    source = select(
+        bindparam("reminder_id"),
+        bindparam("channel"),
+        bindparam("provider"),
+        literal(SendState.SENDING.value),
+        literal(1),
+        literal(0),
+        bindparam("lease_until", type_=UTCDateTime()),
+        bindparam("idempotency_key"),
+        _NOW,
+        literal(0),
+        _NOW,
+        _NOW,
+    ).where(reminders.c.id == bindparam("reminder_id"))
+    columns = [
+        "reminder_id", "channel", "provider", "state", "attempt_count", "attempt_budget_start",
+        "lease_until", "idempotency_key", "first_attempt_at", "redrive_count", "created_at",
+        "updated_at",
+    ]  # fmt: skip
+    stmt = dialect_insert(sr).from_select(columns, source)
+    claimable = or_(
+        and_(
+            sr.c.state == SendState.PENDING.value,
+            or_(sr.c.next_attempt_at.is_(None), sr.c.next_attempt_at <= _NOW),
+        ),
+        and_(sr.c.state == SendState.SENDING.value, sr.c.lease_until <= _NOW),
+    )
+    return stmt.on_conflict_do_update(
+        index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
+        set_={
+            "state": SendState.SENDING.value,
+            "attempt_count": sr.c.attempt_count + 1,
+            "lease_until": stmt.excluded.lease_until,
+            "first_attempt_at": func.coalesce(sr.c.first_attempt_at, stmt.excluded.updated_at),
+            "updated_at": stmt.excluded.updated_at,
+        },
+        where=claimable,
+    ).returning(*_VIEW_COLUMNS)
+
+
+_CLAIM = {
+    "postgresql": _claim_statement(postgresql.insert),
+    "sqlite": _claim_statement(sqlite.insert),
+}
+
+
+def _view(row: Any) -> SendRecordView:
+    return SendRecordView(
+        id=row.id,
+        state=SendState(row.state),
+        attempt_count=row.attempt_count,
+        attempt_budget_start=row.attempt_budget_start,
+        lease_until=row.lease_until,
+        next_attempt_at=row.next_attempt_at,
+    )
+
+
+async def claim_send(
+    conn: AsyncConnection, key: LedgerKey, *, now: datetime, lease_until: datetime
+) -> SendRecordView | None:
+    """Take the lease on a ledger row (creating it); None when it is not claimable now."""
+    result = await conn.execute(
+        _CLAIM[conn.dialect.name],
+        {
+            "reminder_id": key.reminder_id,
+            "channel": key.channel,
+            "provider": key.provider,
+            "lease_until": lease_until,
+            "idempotency_key": key.idempotency_key,
+            "now": now,
+        },
+    )
+    row = result.first()
+    return _view(row) if row else None
+
+
+_GET_RECORD = select(*_VIEW_COLUMNS).where(
+    sr.c.reminder_id == bindparam("reminder_id"),
+    sr.c.channel == bindparam("channel"),
+    sr.c.provider == bindparam("provider"),
+)
+
+
+async def get_send_record(conn: AsyncConnection, key: LedgerKey) -> SendRecordView | None:
+    """The ledger row for a key, if any."""
+    result = await conn.execute(
+        _GET_RECORD,
+        {"reminder_id": key.reminder_id, "channel": key.channel, "provider": key.provider},
+    )
+    row = result.first()
+    return _view(row) if row else None
+
+
+_CONTEXT = (
+    select(
+        reminders.c.id,
+        reminders.c.customer_id,
+        reminders.c.kind,
+        reminders.c.state,
+        reminders.c.due_at,
+        reminders.c.expires_at,
+        reminders.c.channels,
+        reminders.c.data,
+        reminders.c.schedule_version,
+        customers.c.email,
+        customers.c.webhook_url,
+        customers.c.time_zone,
+        customers.c.opted_out_channels,
+        customers.c.unsubscribed_at,
+    )
+    .join_from(reminders, customers, reminders.c.customer_id == customers.c.id)
+    .where(reminders.c.id == bindparam("reminder_id"))
+)
+
+
+async def load_send_context(
+    conn: AsyncConnection, reminder_id: str
+) -> tuple[ReminderView, CustomerView] | None:
+    """The reminder and its customer as they are now (one statement)."""
+    row = (await conn.execute(_CONTEXT, {"reminder_id": reminder_id})).first()
+    if row is None:
+        return None
+    reminder = ReminderView(
+        id=row.id,
+        customer_id=row.customer_id,
+        kind=row.kind,
+        state=row.state,
+        due_at=row.due_at,
+        expires_at=row.expires_at,
+        channels=tuple(row.channels or ()),
+        data=row.data or {},
+        schedule_version=row.schedule_version,
+    )
+    customer = CustomerView(
+        id=row.customer_id,
+        email=row.email,
+        webhook_url=row.webhook_url,
+        time_zone=row.time_zone,
+        opted_out_channels=frozenset(row.opted_out_channels or ()),
+        unsubscribed_at=row.unsubscribed_at,
+    )
+    return reminder, customer
+
+
+_FENCE = and_(
+    sr.c.id == bindparam("record_id"),
+    sr.c.state == SendState.SENDING.value,
+    sr.c.attempt_count == bindparam("attempt"),
+)
+
+
+async def finalize_send(
+    conn: AsyncConnection,
+    record: SendRecordView,
+    *,
+    now: datetime,
+    values: Mapping[str, Any],
+) -> bool:
+    """Compare-and-set the claimed row; False when the lease was lost to another worker."""
+    stmt = update(sr).where(_FENCE).values(lease_until=None, updated_at=_NOW, **values)
+    result = await conn.execute(
+        stmt, {"record_id": record.id, "attempt": record.attempt_count, "now": now}
+    )
+    return result.rowcount == 1
+
+
+async def release_claim(conn: AsyncConnection, record: SendRecordView, *, now: datetime) -> bool:
+    """Give a claim back without spending the attempt (the message was stale)."""
+    return await finalize_send(
+        conn,
+        record,
+        now=now,
+        values={
+            "state": SendState.PENDING.value,
+            "attempt_budget_start": sr.c.attempt_budget_start + 1,
+        },
+    )
+
+
+_FINAL_CHANNELS = (
+    select(func.count(sr.c.channel.distinct()))
+    .where(
+        sr.c.reminder_id == bindparam("reminder_id"),
+        sr.c.state.in_([s.value for s in FINAL_SEND_STATES]),
+    )
+    .scalar_subquery()
+)
+_MARK_DONE = (
+    update(reminders)
+    .where(
+        reminders.c.id == bindparam("reminder_id"),
+        reminders.c.state.in_([ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value]),
+        bindparam("channel_count") <= _FINAL_CHANNELS,
+    )
+    .values(state=ReminderState.DONE.value, done_at=_NOW, updated_at=_NOW)
+)
+
+
+async def mark_reminder_done_if_final(
+    conn: AsyncConnection, reminder: ReminderView, *, now: datetime
+) -> None:
+    """Mark the reminder done once every one of its channels has a final ledger row."""
+    await conn.execute(
+        _MARK_DONE,
+        {"reminder_id": reminder.id, "channel_count": len(reminder.channels), "now": now},
+    )
+
+
+async def reset_open_sends(conn: AsyncConnection, reminder_id: str, *, now: datetime) -> None:
+    """After a reschedule or revival: unsent rows become claimable with a fresh budget."""
+    await conn.execute(
+        update(sr)
+        .where(
+            sr.c.reminder_id == reminder_id,
+            sr.c.state.in_(
+                [SendState.PENDING.value, SendState.TERMINAL_FAILURE.value, SendState.DEAD.value]
+            ),
+        )
+        .values(
+            state=SendState.PENDING.value,
+            attempt_budget_start=sr.c.attempt_count,
+            next_attempt_at=None,
+            outcome=None,
+            updated_at=now,
+        )
+    )
+
+
+async def list_send_records(conn: AsyncConnection, reminder_id: str) -> list[dict[str, Any]]:
+    """Every ledger row of a reminder, for the API."""
+    rows = await conn.execute(
+        select(sr).where(sr.c.reminder_id == reminder_id).order_by(sr.c.channel, sr.c.provider)
+    )
+    return [dict(row._mapping) for row in rows]

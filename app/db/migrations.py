@@ -1,0 +1,33 @@
+"""Run Alembic programmatically (``reminders migrate``, tests) and read the head revision."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from alembic import command
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def alembic_config(database_url: str) -> Config:
+    """An Alembic config for this project's migrations and the given database."""
+    config = Config(str(_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(_ROOT / "alembic"))
+    config.attributes["database_url"] = database_url
+    config.attributes["configure_logger"] = False
+    return config
+
+
+def upgrade_to_head(database_url: str) -> None:
+    """Apply every migration (blocking; call from a thread inside an event loop)."""
+    command.upgrade(alembic_config(database_url), "head")
+
+
+@cache
+def head_revision() -> str | None:
+    """The newest migration's revision id."""
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()

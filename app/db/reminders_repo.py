@@ -1,0 +1,156 @@
+"""SQL for reminders: the API's reads and writes and the sweep's claims. Nothing here commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, bindparam, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.states import ReminderState
+
+from .tables import reminders
+from .types import UTCDateTime
+
+_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+r = reminders
+
+
+async def lock_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any] | None:
+    """Read a reminder, holding its row lock until the transaction ends (PostgreSQL)."""
+    stmt = select(r).where(r.c.id == reminder_id).with_for_update()
+    row = (await conn.execute(stmt)).first()
+    return dict(row._mapping) if row else None
+
+
+async def get_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any] | None:
+    """One reminder as a mapping, or None."""
+    row = (await conn.execute(select(r).where(r.c.id == reminder_id))).first()
+    return dict(row._mapping) if row else None
+
+
+async def insert_reminder(
+    conn: AsyncConnection, reminder_id: str, values: dict[str, Any], *, now: datetime
+) -> bool:
+    """Insert a new reminder; False when another request created it first."""
+    insert = _INSERTS[conn.dialect.name]
+    stmt = insert(r).values(
+        id=reminder_id,
+        state=ReminderState.SCHEDULED.value,
+        schedule_version=1,
+        created_at=now,
+        updated_at=now,
+        **values,
+    )
+    result = await conn.execute(stmt.on_conflict_do_nothing(index_elements=[r.c.id]))
+    return result.rowcount == 1
+
+
+async def update_reminder(
+    conn: AsyncConnection, reminder_id: str, values: dict[str, Any], *, now: datetime
+) -> None:
+    """Overwrite fields of a reminder."""
+    await conn.execute(update(r).where(r.c.id == reminder_id).values(updated_at=now, **values))
+
+
+@dataclass(frozen=True, slots=True)
+class DueReminder:
+    """A reminder the sweep claimed for publishing."""
+
+    id: str
+    due_at: datetime
+    channels: tuple[str, ...]
+    schedule_version: int
+
+
+_NOW = bindparam("now", type_=UTCDateTime())
+_SWEEPABLE = (
+    r.c.state == ReminderState.SCHEDULED.value,
+    r.c.due_at <= bindparam("horizon_end", type_=UTCDateTime()),
+    or_(r.c.sweep_claimed_until.is_(None), r.c.sweep_claimed_until <= _NOW),
+)
+_CLAIM_DUE = (
+    update(r)
+    .where(
+        r.c.id.in_(
+            select(r.c.id)
+            .where(*_SWEEPABLE)
+            .order_by(r.c.due_at)
+            .limit(bindparam("limit"))
+            # PostgreSQL: concurrent sweeps skip each other's rows instead of waiting.
+            # SQLite ignores this; its single writer serializes the statement instead.
+            .with_for_update(skip_locked=True)
+        ),
+        *_SWEEPABLE,
+    )
+    .values(sweep_claimed_until=bindparam("claim_until", type_=UTCDateTime()))
+    .returning(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version)
+)
+
+
+async def claim_due_reminders(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    horizon_end: datetime,
+    claim_until: datetime,
+    limit: int,
+) -> list[DueReminder]:
+    """Claim up to ``limit`` scheduled reminders due before ``horizon_end``, oldest first."""
+    params = {"now": now, "horizon_end": horizon_end, "claim_until": claim_until, "limit": limit}
+    rows = (await conn.execute(_CLAIM_DUE, params)).all()
+    due = [DueReminder(x.id, x.due_at, tuple(x.channels), x.schedule_version) for x in rows]
+    return sorted(due, key=lambda item: (item.due_at, item.id))
+
+
+_MARK_ENQUEUED = (
+    update(r)
+    .where(
+        r.c.id == bindparam("reminder_id"),
+        r.c.schedule_version == bindparam("version"),
+        r.c.state == ReminderState.SCHEDULED.value,
+    )
+    .values(
+        state=ReminderState.ENQUEUED.value,
+        enqueued_at=_NOW,
+        enqueued_message_ids=bindparam("message_ids", type_=JSON),
+        sweep_claimed_until=None,
+        updated_at=_NOW,
+    )
+)
+
+
+async def mark_enqueued(
+    conn: AsyncConnection, published: Sequence[tuple[DueReminder, list[str]]], *, now: datetime
+) -> None:
+    """Mark published reminders enqueued, unless they were rescheduled meanwhile."""
+    if not published:
+        return
+    params = [
+        {
+            "reminder_id": due.id,
+            "version": due.schedule_version,
+            "message_ids": ids,
+            "now": now,
+        }
+        for due, ids in published
+    ]
+    await conn.execute(_MARK_ENQUEUED, params)
+
+
+async def release_sweep_claims(conn: AsyncConnection, reminder_ids: Sequence[str]) -> None:
+    """Let the next sweep retry reminders this one claimed but could not publish."""
+    if reminder_ids:
+        await conn.execute(
+            update(r).where(r.c.id.in_(list(reminder_ids))).values(sweep_claimed_until=None)
+        )
+
+
+async def count_sweepable(conn: AsyncConnection, *, now: datetime, horizon_end: datetime) -> int:
+    """How many scheduled reminders inside the horizon are still waiting to be published."""
+    stmt = select(func.count()).select_from(r).where(*_SWEEPABLE)
+    return int((await conn.execute(stmt, {"now": now, "horizon_end": horizon_end})).scalar_one())

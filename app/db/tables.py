@@ -1,0 +1,133 @@
+"""SQLAlchemy 2 models. Alembic migrations are the only source of the schema; these mirror it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.domain.states import ReminderState, SendState
+
+from .types import UTCDateTime
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+}
+
+ID_LENGTH = 200
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UTCDateTime()}
+
+
+class Customer(Base):
+    """A person reminders are sent to, keyed by the caller's stable id."""
+
+    __tablename__ = "customers"
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    email: Mapped[str | None] = mapped_column(String(320))
+    webhook_url: Mapped[str | None] = mapped_column(String(2048))
+    time_zone: Mapped[str] = mapped_column(String(64), default="UTC")
+    opted_out_channels: Mapped[list[str]] = mapped_column(JSON, default=list)
+    unsubscribed_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class Reminder(Base):
+    """One intended reminder: the schedule of record."""
+
+    __tablename__ = "reminders"
+    __table_args__ = (Index("ix_reminders_state_due_at", "state", "due_at"),)
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(100))
+    due_at: Mapped[datetime]
+    expires_at: Mapped[datetime | None]
+    channels: Mapped[list[str]] = mapped_column(JSON)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16), default=ReminderState.SCHEDULED)
+    schedule_version: Mapped[int] = mapped_column(Integer, default=1)
+    # The sweep's claim: a row is being published until this instant (crash-safe, no lock held).
+    sweep_claimed_until: Mapped[datetime | None]
+    enqueued_at: Mapped[datetime | None]
+    enqueued_message_ids: Mapped[list[str] | None] = mapped_column(JSON)
+    cancelled_at: Mapped[datetime | None]
+    done_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class SendRecord(Base):
+    """The ledger: one row per (reminder, channel, provider), claimed under a lease."""
+
+    __tablename__ = "send_records"
+    __table_args__ = (
+        UniqueConstraint("reminder_id", "channel", "provider"),
+        Index("ix_send_records_state_lease_until", "state", "lease_until"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    reminder_id: Mapped[str] = mapped_column(ForeignKey("reminders.id"))
+    channel: Mapped[str] = mapped_column(String(32))
+    provider: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(24), default=SendState.PENDING)
+    # Monotonic: +1 on every successful claim. It is the fencing token for finalize.
+    attempt_count: Mapped[int] = mapped_column(Integer, default=0)
+    # attempt_count when the budget was last reset (redrive, reschedule); old attempts stay.
+    attempt_budget_start: Mapped[int] = mapped_column(Integer, default=0)
+    lease_until: Mapped[datetime | None]
+    next_attempt_at: Mapped[datetime | None]
+    outcome: Mapped[str | None] = mapped_column(String(24))
+    last_error_class: Mapped[str | None] = mapped_column(String(64))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    provider_request_id: Mapped[str | None] = mapped_column(String(255))
+    idempotency_key: Mapped[str] = mapped_column(String(400))
+    first_attempt_at: Mapped[datetime | None]
+    sent_at: Mapped[datetime | None]
+    redrive_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class DeadLetter(Base):
+    """The recovery set: exhausted sends and authentic-but-unusable messages."""
+
+    __tablename__ = "dead_letters"
+    __table_args__ = (
+        Index("ix_dead_letters_created_at", "created_at"),
+        # A queue message is dead-lettered once, however often it is redelivered.
+        UniqueConstraint("queue", "message_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    send_record_id: Mapped[int | None] = mapped_column(ForeignKey("send_records.id"), index=True)
+    queue: Mapped[str] = mapped_column(String(200))
+    message_id: Mapped[str | None] = mapped_column(String(255))
+    reminder_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
+    channel: Mapped[str | None] = mapped_column(String(32))
+    payload: Mapped[Any] = mapped_column(JSON, nullable=True)
+    reason: Mapped[str] = mapped_column(String(32))
+    error_class: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    first_failed_at: Mapped[datetime | None]
+    last_failed_at: Mapped[datetime | None]
+    redriven_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+
+
+customers = Customer.__table__
+reminders = Reminder.__table__
+send_records = SendRecord.__table__
+dead_letters = DeadLetter.__table__

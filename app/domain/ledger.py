@@ -1,0 +1,138 @@
+"""Ledger rules: what an unclaimable row means, when not to send, and what a failure becomes.
+
+Plain functions over plain data: the receiver service calls them between the
+repository's claim and finalize statements.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .messages import CustomerView, ReminderView
+from .retry import BackoffPolicy, RandomSource
+from .states import ErrorClass, Outcome, ReminderState, SendState
+
+MAX_ERROR_LENGTH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerKey:
+    """The identity of one send: a reminder, through one channel, via one provider."""
+
+    reminder_id: str
+    channel: str
+    provider: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """The provider idempotency key: stable across attempts, redeliveries and replicas."""
+        return f"{self.reminder_id}:{self.channel}:{self.provider}"
+
+
+@dataclass(frozen=True, slots=True)
+class SendRecordView:
+    """The ledger fields the receiver reasons about."""
+
+    id: int
+    state: SendState
+    attempt_count: int
+    attempt_budget_start: int
+    lease_until: datetime | None
+    next_attempt_at: datetime | None
+
+    @property
+    def attempts_in_budget(self) -> int:
+        """Attempts since the last redrive or reschedule reset the budget."""
+        return self.attempt_count - self.attempt_budget_start
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An outcome plus, for nacks, how long the queue should wait."""
+
+    outcome: Outcome
+    retry_after: float | None = None
+    detail: str | None = None
+
+
+def seconds_until(moment: datetime | None, now: datetime) -> float:
+    """Whole seconds (at least 1) from now until moment; used for Retry-After."""
+    if moment is None:
+        return 1.0
+    return float(max(1, math.ceil((moment - now).total_seconds())))
+
+
+def answer_unclaimed(record: SendRecordView, now: datetime) -> Decision:
+    """Why a claim failed, as the answer to give the queue."""
+    if record.state == SendState.SENT:
+        return Decision(Outcome.DUPLICATE)
+    if record.state == SendState.TERMINAL_FAILURE:
+        return Decision(Outcome.TERMINAL)
+    if record.state == SendState.DEAD:
+        return Decision(Outcome.DEAD_LETTERED)
+    if record.state == SendState.SENDING:
+        return Decision(Outcome.BUSY, seconds_until(record.lease_until, now), "lease held")
+    return Decision(Outcome.BUSY, seconds_until(record.next_attempt_at, now), "retry not due")
+
+
+def usefulness_deadline(reminder: ReminderView, grace: timedelta) -> datetime:
+    """After this instant a send is pointless: ``expires_at``, else ``due_at`` + grace."""
+    return reminder.expires_at or reminder.due_at + grace
+
+
+def reason_not_to_send(
+    reminder: ReminderView,
+    customer: CustomerView,
+    *,
+    channel: str,
+    now: datetime,
+    grace: timedelta,
+) -> Outcome | None:
+    """The outcome that replaces a send given current state, or None to send."""
+    if reminder.state == ReminderState.CANCELLED or channel not in reminder.channels:
+        return Outcome.CANCELLED
+    if customer.unsubscribed_at is not None or channel in customer.opted_out_channels:
+        return Outcome.SUPPRESSED
+    if now > usefulness_deadline(reminder, grace):
+        return Outcome.EXPIRED
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FailurePlan:
+    """What a failed attempt turns the ledger row into."""
+
+    state: SendState
+    outcome: Outcome
+    next_attempt_at: datetime | None = None
+    retry_after: float | None = None
+
+
+def plan_failure(
+    error_class: ErrorClass,
+    *,
+    provider_retry_after: float | None,
+    attempts_in_budget: int,
+    max_attempts: int,
+    policy: BackoffPolicy,
+    rand: RandomSource,
+    now: datetime,
+) -> FailurePlan:
+    """Classify a failed attempt into terminal, dead or a retry at a jittered time."""
+    if error_class == ErrorClass.PERMANENT:
+        return FailurePlan(SendState.TERMINAL_FAILURE, Outcome.TERMINAL)
+    if attempts_in_budget >= max_attempts:
+        return FailurePlan(SendState.DEAD, Outcome.DEAD_LETTERED)
+    if error_class == ErrorClass.RATE_LIMITED:
+        delay = policy.rate_limited_delay(attempts_in_budget, provider_retry_after, rand)
+    else:
+        delay = policy.delay(attempts_in_budget, rand)
+    retry_at = now + timedelta(seconds=delay)
+    return FailurePlan(SendState.PENDING, Outcome.RETRY, retry_at, seconds_until(retry_at, now))
+
+
+def truncate_error(message: str, limit: int = MAX_ERROR_LENGTH) -> str:
+    """Keep stored error text short; callers must already have removed secrets."""
+    return message if len(message) <= limit else message[: limit - 1] + "…"

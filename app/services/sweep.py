@@ -1,0 +1,145 @@
+"""The cron sweep: publish reminders that entered the queue's delay horizon, then return.
+
+Catch-up is by due time and state, never by remembering the last run: a sweep after a
+paused cron finds every overdue ``scheduled`` row and publishes it with delay 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import reminders_repo
+from app.db.reminders_repo import DueReminder
+from app.domain.errors import PublishError
+from app.domain.messages import DeliveryPayload, OutgoingMessage
+from app.domain.ports import QueuePublisher
+
+log = logging.getLogger("reminders.sweep")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepLimits:
+    """How much one sweep may do."""
+
+    batch_size: int = 500
+    time_budget_seconds: float = 60.0
+    # A claimed row not marked enqueued by then (the sweep crashed) is swept again.
+    claim_seconds: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    """What a sweep did; the cron route returns it as JSON."""
+
+    enqueued: int
+    messages: int
+    remaining: int
+    horizon_end: datetime
+    duration_ms: int
+    error: str | None = None
+
+
+def idempotency_key(reminder_id: str, channel: str, schedule_version: int) -> str:
+    """The queue idempotency key for one (reminder, channel) at one schedule version."""
+    return f"{reminder_id}:{channel}:v{schedule_version}"
+
+
+def messages_for(
+    due: DueReminder, *, now: datetime, max_delay: float, queue_for: Callable[[str], str]
+) -> list[OutgoingMessage]:
+    """One message per channel, delayed until the reminder is due (0 when overdue)."""
+    delay = min(max(0.0, (due.due_at - now).total_seconds()), max_delay)
+    return [
+        OutgoingMessage(
+            queue=queue_for(channel),
+            payload=DeliveryPayload(due.id, channel, due.schedule_version).to_json(),
+            delay_seconds=delay,
+            idempotency_key=idempotency_key(due.id, channel, due.schedule_version),
+        )
+        for channel in due.channels
+    ]
+
+
+async def sweep(
+    engine: AsyncEngine,
+    publisher: QueuePublisher,
+    *,
+    queue_for: Callable[[str], str],
+    clock: Callable[[], datetime],
+    limits: SweepLimits,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> SweepReport:
+    """Publish due reminders in bounded batches until none are left or the budget is spent."""
+    started = monotonic()
+    enqueued = messages = 0
+    error: str | None = None
+    now = clock()
+    while monotonic() - started < limits.time_budget_seconds:
+        now = clock()
+        async with engine.begin() as conn:
+            batch = await reminders_repo.claim_due_reminders(
+                conn,
+                now=now,
+                horizon_end=_horizon_end(now, publisher),
+                claim_until=now + timedelta(seconds=limits.claim_seconds),
+                limit=limits.batch_size,
+            )
+        if not batch:
+            break
+        try:
+            messages += await _publish_batch(engine, publisher, batch, now, queue_for, clock)
+        except PublishError as failure:
+            error = str(failure)
+            log.error("sweep stopped: the queue refused a batch: %s", error)
+            break
+        enqueued += len(batch)
+        if len(batch) < limits.batch_size:
+            break
+    async with engine.connect() as conn:
+        remaining = await reminders_repo.count_sweepable(
+            conn, now=now, horizon_end=_horizon_end(now, publisher)
+        )
+    duration_ms = int((monotonic() - started) * 1000)
+    return SweepReport(
+        enqueued, messages, remaining, _horizon_end(now, publisher), duration_ms, error
+    )
+
+
+def _horizon_end(now: datetime, publisher: QueuePublisher) -> datetime:
+    return now + timedelta(seconds=publisher.max_delay_seconds)
+
+
+async def _publish_batch(
+    engine: AsyncEngine,
+    publisher: QueuePublisher,
+    batch: list[DueReminder],
+    now: datetime,
+    queue_for: Callable[[str], str],
+    clock: Callable[[], datetime],
+) -> int:
+    # Publish with no transaction open; the claim (sweep_claimed_until) keeps other sweeps
+    # off these rows. A crash before mark_enqueued re-publishes with the same keys later.
+    per_reminder = [
+        messages_for(due, now=now, max_delay=publisher.max_delay_seconds, queue_for=queue_for)
+        for due in batch
+    ]
+    flat = [message for group in per_reminder for message in group]
+    try:
+        ids = await publisher.publish_batch(flat)
+    except PublishError:
+        async with engine.begin() as conn:
+            await reminders_repo.release_sweep_claims(conn, [due.id for due in batch])
+        raise
+    published, position = [], 0
+    for due, group in zip(batch, per_reminder, strict=True):
+        published.append((due, ids[position : position + len(group)]))
+        position += len(group)
+    async with engine.begin() as conn:
+        await reminders_repo.mark_enqueued(conn, published, now=clock())
+    return len(flat)
