@@ -21,7 +21,7 @@ from app.settings import Settings
 
 
 @dataclass
-class Container:
+class Container:  # not frozen: tests swap parts (e.g. providers) after building
     """What the lifespan builds once and every request shares."""
 
     settings: Settings

@@ -5,10 +5,9 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-
-from alembic import command
 
 _ROOT = Path(__file__).resolve().parents[2]
 
