@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from app.db.migrations import head_revision
+from app.db.migrations import head_revisions
 
 from .deps import ContainerDep
 
@@ -22,16 +22,18 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz")
 async def readyz(container: ContainerDep) -> JSONResponse:
     """Ready when the database answers and its schema is at the migrations' head."""
-    expected = head_revision()
+    expected = head_revisions()
     try:
         async with container.engine.connect() as conn:
-            current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+            rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+            current = frozenset(rows.scalars())
     except Exception as error:  # any database failure means "not ready"
         return JSONResponse(
             {"status": "unavailable", "database": type(error).__name__}, status_code=503
         )
     if current != expected:
         return JSONResponse(
-            {"status": "migrations_pending", "schema": current, "head": expected}, status_code=503
+            {"status": "migrations_pending", "schema": sorted(current), "head": sorted(expected)},
+            status_code=503,
         )
-    return JSONResponse({"status": "ready", "schema": current})
+    return JSONResponse({"status": "ready", "schema": sorted(current)})

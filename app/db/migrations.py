@@ -23,10 +23,10 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade_to_head(database_url: str) -> None:
     """Apply every migration (blocking; call from a thread inside an event loop)."""
-    command.upgrade(alembic_config(database_url), "head")
+    command.upgrade(alembic_config(database_url), "heads")
 
 
 @cache
-def head_revision() -> str | None:
-    """The newest migration's revision id."""
-    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+def head_revisions() -> frozenset[str]:
+    """The newest revision of every migration branch."""
+    return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
