@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.domain.retry import BackoffPolicy
+from app.settings_infrai import InfraiSettings, check_infrai_settings
 
 # Values that mean "somebody forgot to set this"; refused outside dev mode.
 PLACEHOLDER_SECRETS = frozenset(
@@ -16,6 +17,11 @@ PLACEHOLDER_SECRETS = frozenset(
 )
 SECRET_FIELDS = ("cron_token", "api_token", "admin_token")
 DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///./reminders.db"
+# Well-known dev-mode values; a Standard Webhooks secret is base64 after "whsec_".
+DEV_CHANNEL_SECRETS = {
+    "unsubscribe_secret": "dev-unsubscribe-secret",
+    "webhook_signing_secret": "whsec_ZGV2LXdlYmhvb2stc2lnbmluZy1zZWNyZXQ=",
+}
 
 
 def _split_csv(value: object) -> object:
@@ -33,8 +39,12 @@ class Settings(BaseSettings):
     database_url: str = DEFAULT_SQLITE_URL
     database_pool_size: int = Field(default=16, ge=1)
 
-    queue: Literal["memory", "embedded"] = "memory"
+    queue: Literal["memory", "embedded", "infrai"] = "memory"
     queue_name: str = "reminders"
+    # One queue per channel (explicit fan-out); empty → REMINDERS_QUEUE_NAME.
+    email_queue: str = ""
+    webhook_queue: str = ""
+    infrai: InfraiSettings = Field(default_factory=InfraiSettings)  # REMINDERS_INFRAI_*
     public_base_url: str = "http://127.0.0.1:8000"
 
     push_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -64,9 +74,29 @@ class Settings(BaseSettings):
     outbox_fsync: bool = True
     templates_dir: Path | None = None
 
+    # Channel providers (README "Channel providers"); secrets checked in _check_channels.
+    email_from: str = "reminders@localhost"
+    unsubscribe_secret: SecretStr = SecretStr("")
+    smtp_host: str = "localhost"
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_security: Literal["starttls", "tls", "none"] = "starttls"
+    smtp_username: str | None = None
+    smtp_password: SecretStr = SecretStr("")
+    smtp_ca_file: Path | None = None
+    email_api_url: str = "https://api.resend.com"
+    email_api_key: SecretStr = SecretStr("")
+    webhook_signing_secret: SecretStr = SecretStr("")
+    webhook_allowed_targets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    http_max_connections: int = Field(default=100, ge=1)
+
     @field_validator("push_secrets", mode="before")
     @classmethod
     def _parse_push_secrets(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("webhook_allowed_targets", mode="before")
+    @classmethod
+    def _parse_allowed_targets(cls, value: object) -> object:
         return _split_csv(value)
 
     @model_validator(mode="after")
@@ -80,7 +110,31 @@ class Settings(BaseSettings):
             self._fill_dev_secrets()
         else:
             self._refuse_placeholder_secrets()
+        check_infrai_settings(
+            self.infrai,
+            queue=self.queue,
+            lease_seconds=self.lease_seconds,
+            max_attempts=self.max_attempts,
+            dev_mode=self.dev_mode,
+        )
+        self._check_channels()
         return self
+
+    def _check_channels(self) -> None:
+        # Dev mode fills the channel secrets; otherwise each real provider needs its own.
+        if self.dev_mode:
+            for name in ("unsubscribe_secret", "webhook_signing_secret"):
+                if not getattr(self, name).get_secret_value():
+                    object.__setattr__(self, name, SecretStr(DEV_CHANNEL_SECRETS[name]))
+        required = {
+            "unsubscribe_secret": self.email_provider in ("smtp", "email_api"),
+            "email_api_key": self.email_provider == "email_api",
+            "webhook_signing_secret": self.webhook_provider == "webhook",
+        }
+        for name, needed in required.items():
+            value = getattr(self, name).get_secret_value().strip().lower()
+            if needed and value in PLACEHOLDER_SECRETS:
+                raise ValueError(f"REMINDERS_{name.upper()} is empty or a placeholder")
 
     def _refuse_placeholder_secrets(self) -> None:
         for name in SECRET_FIELDS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -31,3 +31,35 @@ async def upsert_customer(
             index_elements=[customers.c.id], set_={**values, "updated_at": now}
         )
     )
+
+
+async def disable_webhook(conn: AsyncConnection, customer_id: str, *, now: datetime) -> None:
+    """Stop webhook sends to this customer (its endpoint answered 410 Gone)."""
+    await conn.execute(
+        update(customers)
+        .where(customers.c.id == customer_id, customers.c.webhook_disabled_at.is_(None))
+        .values(webhook_disabled_at=now, updated_at=now)
+    )
+
+
+async def opt_out_channel(
+    conn: AsyncConnection, customer_id: str, channel: str, *, now: datetime
+) -> bool:
+    """Add ``channel`` to the customer's opt-outs; False when the customer does not exist."""
+    row = (
+        await conn.execute(
+            select(customers.c.opted_out_channels)
+            .where(customers.c.id == customer_id)
+            .with_for_update()
+        )
+    ).first()
+    if row is None:
+        return False
+    current = set(row.opted_out_channels or ())
+    if channel not in current:
+        await conn.execute(
+            update(customers)
+            .where(customers.c.id == customer_id)
+            .values(opted_out_channels=sorted(current | {channel}), updated_at=now)
+        )
+    return True

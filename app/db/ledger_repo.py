@@ -141,6 +141,7 @@ _CONTEXT = (
         customers.c.time_zone,
         customers.c.opted_out_channels,
         customers.c.unsubscribed_at,
+        customers.c.webhook_disabled_at,
     )
     .join_from(reminders, customers, reminders.c.customer_id == customers.c.id)
     .where(reminders.c.id == bindparam("reminder_id"))
@@ -172,6 +173,7 @@ async def load_send_context(
         time_zone=row.time_zone,
         opted_out_channels=frozenset(row.opted_out_channels or ()),
         unsubscribed_at=row.unsubscribed_at,
+        webhook_disabled_at=row.webhook_disabled_at,
     )
     return reminder, customer
 

@@ -39,6 +39,8 @@ class Customer(Base):
     time_zone: Mapped[str] = mapped_column(String(64), default="UTC")
     opted_out_channels: Mapped[list[str]] = mapped_column(JSON, default=list)
     unsubscribed_at: Mapped[datetime | None]
+    # Set when the webhook endpoint answered 410 Gone; a new webhook_url clears it.
+    webhook_disabled_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

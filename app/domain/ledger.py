@@ -95,6 +95,8 @@ def reason_not_to_send(
         return Outcome.CANCELLED
     if customer.unsubscribed_at is not None or channel in customer.opted_out_channels:
         return Outcome.SUPPRESSED
+    if channel == "webhook" and customer.webhook_disabled_at is not None:
+        return Outcome.SUPPRESSED
     if now > usefulness_deadline(reminder, grace):
         return Outcome.EXPIRED
     return None

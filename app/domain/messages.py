@@ -58,6 +58,7 @@ class CustomerView:
     time_zone: str
     opted_out_channels: frozenset[str]
     unsubscribed_at: datetime | None
+    webhook_disabled_at: datetime | None = None  # the endpoint answered 410 Gone
 
 
 @dataclass(frozen=True, slots=True)
