@@ -114,7 +114,7 @@ def parse_delivery_payload(raw: Any, *, channels: frozenset[str]) -> DeliveryPay
     )
     if not isinstance(reminder_id, str) or not 0 < len(reminder_id) <= MAX_ID_LENGTH:
         raise MalformedDelivery("payload.reminder_id must be a string of 1-200 characters")
-    if channel not in channels:
+    if not isinstance(channel, str) or channel not in channels:
         raise MalformedDelivery(f"payload.channel {channel!r} is not one of {sorted(channels)}")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise MalformedDelivery("payload.schedule_version must be a positive integer")

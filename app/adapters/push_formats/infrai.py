@@ -74,7 +74,8 @@ class InfraiPushFormat:
             seconds = int(timestamp.strip())
         except ValueError:
             raise Unauthenticated("timestamp header is not unix seconds") from None
-        if abs(now - seconds) > self._tolerance:
+        # Chained int/float comparison is exact; ``now - seconds`` overflows for huge ints.
+        if not now - self._tolerance <= seconds <= now + self._tolerance:
             raise Unauthenticated("timestamp outside tolerance")
         return f"{seconds}.".encode() + body
 
