@@ -23,6 +23,7 @@ from app.settings import Settings
 from .api import cron, health, push, reminders
 from .api.deps import Container
 from .api.errors import install_error_handlers
+from .api.operations import install_operations
 
 
 def utc_now() -> datetime:
@@ -95,4 +96,5 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     install_error_handlers(app)
     for module in (push, cron, reminders, health):
         app.include_router(module.router)
+    install_operations(app)
     return app

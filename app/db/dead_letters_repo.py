@@ -5,10 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .tables import dead_letters
+from app.domain.redrive import DeadLetterFilter
+
+from .operations_repo import as_utc
+from .tables import dead_letters, send_records
 
 _INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
@@ -50,3 +54,127 @@ async def add_dead_letter(
         )
         .on_conflict_do_nothing(index_elements=[dead_letters.c.queue, dead_letters.c.message_id])
     )
+
+
+# --- Operator reads and redrive bookkeeping (the dead-letter console). ---
+
+_OPEN = dead_letters.c.redriven_at.is_(None)
+_LIST_COLUMNS = (
+    *dead_letters.c,
+    send_records.c.state.label("send_state"),
+    send_records.c.redrive_count.label("send_redrive_count"),
+)
+
+
+def _filter_clauses(filters: DeadLetterFilter, now: datetime) -> list[Any]:
+    dl = dead_letters
+    clauses: list[Any] = []
+    for column, value in (
+        (dl.c.queue, filters.queue),
+        (dl.c.channel, filters.channel),
+        (dl.c.error_class, filters.error_class),
+        (dl.c.reason, filters.reason),
+        (dl.c.reminder_id, filters.reminder_id),
+    ):
+        if value is not None:
+            clauses.append(column == value)
+    if filters.older_than is not None:
+        clauses.append(dl.c.created_at <= now - filters.older_than)
+    if filters.newer_than is not None:
+        clauses.append(dl.c.created_at >= now - filters.newer_than)
+    if filters.redriven is not None:
+        clauses.append(dl.c.redriven_at.is_not(None) if filters.redriven else _OPEN)
+    return clauses
+
+
+async def list_dead_letters(
+    conn: AsyncConnection,
+    filters: DeadLetterFilter,
+    *,
+    now: datetime,
+    after_id: int = 0,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """Dead letters matching the filters, oldest first, after a cursor id (with send state)."""
+    stmt = (
+        select(*_LIST_COLUMNS)
+        .select_from(
+            dead_letters.outerjoin(send_records, send_records.c.id == dead_letters.c.send_record_id)
+        )
+        .where(dead_letters.c.id > after_id, *_filter_clauses(filters, now))
+        .order_by(dead_letters.c.id)
+        .limit(limit)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def get_dead_letter(conn: AsyncConnection, dead_letter_id: int) -> dict[str, Any] | None:
+    """One dead letter with its send record's current state, or None."""
+    stmt = (
+        select(*_LIST_COLUMNS)
+        .select_from(
+            dead_letters.outerjoin(send_records, send_records.c.id == dead_letters.c.send_record_id)
+        )
+        .where(dead_letters.c.id == dead_letter_id)
+    )
+    row = (await conn.execute(stmt)).first()
+    return dict(row._mapping) if row else None
+
+
+async def dead_letters_of_send(conn: AsyncConnection, send_record_id: int) -> list[dict[str, Any]]:
+    """Every dead letter one send record produced, oldest first (its redrive history)."""
+    stmt = (
+        select(dead_letters)
+        .where(dead_letters.c.send_record_id == send_record_id)
+        .order_by(dead_letters.c.id)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def mark_redriven(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    send_record_id: int | None = None,
+    dead_letter_id: int | None = None,
+) -> None:
+    """Stamp ``redriven_at`` on a send record's open dead letters, or on one dead letter."""
+    target = (
+        dead_letters.c.send_record_id == send_record_id
+        if send_record_id is not None
+        else dead_letters.c.id == dead_letter_id
+    )
+    await conn.execute(update(dead_letters).where(target, _OPEN).values(redriven_at=now))
+
+
+async def unmark_redriven(
+    conn: AsyncConnection,
+    *,
+    redriven_at: datetime,
+    send_record_ids: list[int],
+    dead_letter_ids: list[int],
+) -> None:
+    """Reopen the dead letters a redrive stamped when its message could not be published."""
+    dl = dead_letters
+    targets = [dl.c.send_record_id.in_(send_record_ids), dl.c.id.in_(dead_letter_ids)]
+    await conn.execute(
+        update(dl).where(or_(*targets), dl.c.redriven_at == redriven_at).values(redriven_at=None)
+    )
+
+
+async def summarize_open(conn: AsyncConnection) -> list[dict[str, Any]]:
+    """Open dead letters grouped by reason and error class: count and oldest creation."""
+    dl = dead_letters
+    stmt = (
+        select(
+            dl.c.reason,
+            dl.c.error_class,
+            func.count().label("count"),
+            func.min(dl.c.created_at).label("oldest_at"),
+        )
+        .where(_OPEN)
+        .group_by(dl.c.reason, dl.c.error_class)
+        .order_by(func.min(dl.c.created_at))
+    )
+    rows = await conn.execute(stmt)
+    return [{**row._mapping, "oldest_at": as_utc(row.oldest_at)} for row in rows]

