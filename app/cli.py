@@ -12,10 +12,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from app.cli_dead_letters import app as dead_letters_app
 from app.db.migrations import upgrade_to_head
 from app.settings import Settings
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
+cli.add_typer(dead_letters_app, name="dead-letters")
 console = Console()
 
 

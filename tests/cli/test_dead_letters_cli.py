@@ -1,0 +1,87 @@
+"""``reminders dead-letters``: the CLI finds, shows, dry-runs and redrives dead letters."""
+
+import json
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+import app.cli_dead_letters as cli_module
+from app.cli import cli
+from app.main import build_container
+from tests.support.dead_letters import exhaust
+from tests.support.flow import get_reminder, push_message
+from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
+
+
+@pytest.fixture
+def cli_env(settings, monkeypatch):
+    """The environment a deployment would give the CLI, pointed at the test database."""
+    env = {
+        "REMINDERS_DATABASE_URL": settings.database_url,
+        "REMINDERS_PUSH_SECRETS": f"{PUSH_SECRET},{NEXT_PUSH_SECRET}",
+        "REMINDERS_API_TOKEN": "test-api-token",
+        "REMINDERS_CRON_TOKEN": "test-cron-token",
+        "REMINDERS_ADMIN_TOKEN": "test-admin-token",
+        "REMINDERS_OUTBOX_DIR": str(settings.outbox_dir),
+        "REMINDERS_QUEUE": "memory",
+        "COLUMNS": "220",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+async def _invoke(*args: str):
+    runner = CliRunner()
+    return await anyio.to_thread.run_sync(lambda: runner.invoke(cli, ["dead-letters", *args]))
+
+
+async def test_list_and_show_name_the_failure(client, clock, publisher, provider, cli_env):
+    """list prints the dead letter's error class; show --json carries the ledger history."""
+    await exhaust(client, publisher, clock, provider, "r:cli")
+    listed = await _invoke("list")
+    assert listed.exit_code == 0, listed.output
+    assert "smtp_4xx" in listed.output and "r:cli" in listed.output
+    as_json = json.loads((await _invoke("list", "--json")).output)
+    [item] = as_json["items"]
+    shown = json.loads((await _invoke("show", str(item["id"]), "--json")).output)
+    assert shown["send_record"]["state"] == "dead"
+    assert shown["redrive"]["message"]["idempotency_key"] == "r:cli:email:v1:r1"
+    terminal = json.loads((await _invoke("list", "--terminal", "--json")).output)
+    assert terminal["terminal_failures"] == []
+
+
+async def test_dry_run_changes_nothing_and_memory_queue_refuses_a_real_redrive(
+    client, clock, publisher, provider, cli_env
+):
+    """--dry-run prints the plan; without it, a private in-memory queue is refused."""
+    await exhaust(client, publisher, clock, provider, "r:cli-dry")
+    dry = await _invoke("redrive", "--error-class", "smtp_4xx", "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    report = json.loads(dry.output)
+    assert report["dry_run"] is True and report["published"] == 1
+    refused = await _invoke("redrive", "--error-class", "smtp_4xx")
+    assert refused.exit_code == 2 and "REMINDERS_QUEUE=memory" in refused.output
+    assert (await _invoke("redrive")).exit_code == 2  # no target, no filter, no --all
+    [record] = (await get_reminder(client, "r:cli-dry"))["send_records"]
+    assert record["state"] == "dead"
+
+
+async def test_redrive_publishes_and_the_message_is_sent(
+    client, clock, publisher, provider, settings, cli_env, monkeypatch
+):
+    """With a queue it can publish to, the CLI redrive ends with the send `sent`."""
+    await exhaust(client, publisher, clock, provider, "r:cli-real")
+    monkeypatch.setattr(
+        cli_module,
+        "open_container",
+        lambda _settings, *, publish: build_container(settings, clock=clock, publisher=publisher),
+    )
+    result = await _invoke("redrive", "--all")
+    assert result.exit_code == 0, result.output
+    assert "published 1" in result.output
+    [message] = publisher.drain()
+    assert (await push_message(client, message)).json()["outcome"] == "sent"
+    [record] = (await get_reminder(client, "r:cli-real"))["send_records"]
+    assert record["state"] == "sent" and record["redrive_count"] == 1
