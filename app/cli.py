@@ -73,6 +73,7 @@ def serve(
 @cli.command("sweep")
 def sweep_command() -> None:
     """Run one sweep now (the same work as POST /cron/sweep) and print its report."""
+    from app.adapters.queues.registry import close_publisher
     from app.main import build_container
     from app.services.sweep import sweep
 
@@ -87,6 +88,7 @@ def sweep_command() -> None:
                 limits=container.sweep_limits,
             )
         finally:
+            await close_publisher(container.publisher)
             await container.engine.dispose()
         return {
             "enqueued": report.enqueued,

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from app.adapters.channels.registry import build_providers
 from app.adapters.push_formats.infrai import InfraiPushFormat
-from app.adapters.queues.registry import build_publisher
+from app.adapters.queues.registry import build_publisher, close_publisher
 from app.adapters.rendering import Renderer
 from app.db.engine import autocommit, create_engine
 from app.domain.ports import QueuePublisher
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
             yield
         finally:
             if container is None:
+                await close_publisher(built.publisher)
                 await built.engine.dispose()
 
     app = FastAPI(title="reminder-relay", version="0.1.0", lifespan=lifespan)

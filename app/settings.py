@@ -162,3 +162,15 @@ class Settings(BaseSettings):
     def is_sqlite(self) -> bool:
         """True when the database is SQLite (writes are then serialized on one connection)."""
         return self.database_url.startswith("sqlite")
+
+    @property
+    def channel_queues(self) -> dict[str, str]:
+        """The queue each channel publishes to (one queue per channel when configured)."""
+        return {
+            "email": self.email_queue or self.queue_name,
+            "webhook": self.webhook_queue or self.queue_name,
+        }
+
+    def queue_for_channel(self, channel: str) -> str:
+        """The queue a channel's messages go to; unknown channels use REMINDERS_QUEUE_NAME."""
+        return self.channel_queues.get(channel, self.queue_name)

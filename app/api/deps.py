@@ -34,8 +34,8 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     clock: Callable[[], datetime]
 
     def queue_for(self, channel: str) -> str:
-        """The queue a channel's messages go to."""
-        return self.settings.queue_name
+        """The queue a channel's messages go to (REMINDERS_EMAIL_QUEUE / _WEBHOOK_QUEUE)."""
+        return self.settings.queue_for_channel(channel)
 
 
 def get_container(request: Request) -> Container:

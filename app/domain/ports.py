@@ -55,3 +55,23 @@ class PushFormat(Protocol):
     def parse(self, queue: str, body: bytes) -> Delivery:
         """The delivery in an authenticated body; ``MalformedDelivery`` when unusable."""
         ...
+
+
+class QueueConsumer(Protocol):
+    """Pulls messages from a queue for the pull worker (private networks)."""
+
+    name: str
+
+    async def consume(
+        self, queue: str, *, max_messages: int, visibility_timeout: int
+    ) -> list[Delivery]:
+        """Lease up to ``max_messages``; each stays invisible for ``visibility_timeout`` s."""
+        ...
+
+    async def ack(self, queue: str, message_id: str) -> None:
+        """Delete a message that was handled (an ack outcome)."""
+        ...
+
+    async def nack(self, queue: str, message_id: str, *, delay: float) -> bool:
+        """Redeliver after ``delay`` s; False when no nack route exists (visibility expiry)."""
+        ...

@@ -1,0 +1,275 @@
+"""Occurrences of a recurring schedule: wall-clock rules in a time zone, resolved to UTC.
+
+A schedule repeats on **local wall-clock time** in its IANA zone: an RFC 5545 RRULE
+(python-dateutil) at ``local_time``, or a five-field cron expression (croniter), both
+evaluated on naive local date-times, optionally shifted by ``offset_days`` (a renewal
+notice 3 days before each renewal date). Each nominal local date-time is then resolved
+to one UTC instant by two documented rules:
+
+- **Spring-forward gap** (a local time that does not exist, e.g. 02:30 in Berlin on the
+  last Sunday of March): the occurrence moves forward to the first valid instant, the
+  moment the clocks jump (03:00 CEST in Berlin, 02:30 +11:00 on Lord Howe Island).
+- **Fall-back overlap** (a local time that happens twice, e.g. 02:30 in Berlin on the
+  last Sunday of October): the first of the two (``fold=0``, the pre-transition offset).
+
+Quiet hours are a per-customer window of local times (``22:00``-``07:00`` wraps past
+midnight; the start is inside the window, the end is not). An occurrence whose instant
+falls inside the window, read in the customer's zone, moves to the window's end in that
+zone (itself resolved by the gap rule). The occurrence keeps its identity: its key is
+the nominal local date-time, before the gap rule and quiet hours.
+
+Pure functions: no I/O, no database, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from dateutil.rrule import rrule, rrulestr
+
+from .errors import InvalidInput
+
+KEY_FORMAT = "%Y-%m-%dT%H:%M"
+KEY_LENGTH = len("2026-08-17T09:00")
+# Sub-hourly RRULEs would make every materialization walk from DTSTART minute by minute;
+# cron expresses them without that cost.
+_REFUSED_FREQS = frozenset({"SECONDLY", "MINUTELY"})
+_REFUSED_PARTS = frozenset({"DTSTART", "BYSECOND"})
+_LOCAL_TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+# Offsets are sampled this far around the window's edges to bound the local candidates.
+_NEIGHBOURHOOD = (timedelta(days=-2), timedelta(0), timedelta(days=2))
+
+
+@dataclass(frozen=True, slots=True)
+class QuietHours:
+    """A daily window of local times in which nothing is sent; it may wrap past midnight."""
+
+    start: time
+    end: time
+
+    def contains(self, moment: time) -> bool:
+        """True when the local time of day is inside the window (start in, end out)."""
+        if self.start < self.end:
+            return self.start <= moment < self.end
+        return moment >= self.start or moment < self.end
+
+
+@dataclass(frozen=True, slots=True)
+class Recurrence:
+    """When a schedule repeats, in local wall-clock terms (validated by ``parse_recurrence``)."""
+
+    rrule: str | None
+    cron: str | None
+    local_time: time | None
+    offset_days: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One occurrence: its nominal local date-time (its identity) and its UTC instants."""
+
+    local: datetime  # naive, in the schedule's zone, after offset_days
+    at: datetime  # UTC, after the gap/overlap rule
+    due_at: datetime  # UTC, after quiet hours
+
+    @property
+    def key(self) -> str:
+        """The stable suffix of the occurrence's reminder id, e.g. ``2026-08-17T09:00``."""
+        return self.local.strftime(KEY_FORMAT)
+
+
+def parse_local_time(value: str, *, field: str = "local_time") -> time:
+    """``HH:MM`` (24-hour) as a time of day; InvalidInput naming ``field`` otherwise."""
+    match = _LOCAL_TIME.match(value)
+    if not match:
+        raise InvalidInput(field, f"{value!r} is not a 24-hour HH:MM time")
+    return time(int(match.group(1)), int(match.group(2)))
+
+
+def parse_zone(name: str, *, field: str = "time_zone") -> ZoneInfo:
+    """An IANA zone by name; InvalidInput naming ``field`` when unknown."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidInput(field, f"unknown IANA time zone {name!r}") from None
+
+
+def parse_recurrence(
+    *, rrule_text: str | None, cron: str | None, local_time: str | None, offset_days: int = 0
+) -> Recurrence:
+    """Validate one of an RRULE (with ``local_time``) or a cron expression (without it)."""
+    if (rrule_text is None) == (cron is None):
+        raise InvalidInput("rrule", "give exactly one of rrule or cron")
+    if cron is not None:
+        if local_time is not None:
+            raise InvalidInput("local_time", "a cron expression carries its own time of day")
+        return Recurrence(None, _check_cron(cron), None, offset_days)
+    if local_time is None:
+        raise InvalidInput("local_time", "an rrule needs the local time of day (HH:MM)")
+    at = parse_local_time(local_time)
+    return Recurrence(_check_rrule(rrule_text or ""), None, at, offset_days)
+
+
+def _rrule_parts(text: str) -> dict[str, str]:
+    parts: dict[str, str] = {}
+    for item in text.split(";"):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput("rrule", f"{item!r} is not NAME=VALUE")
+        parts[name.strip().upper()] = value.strip().upper()
+    return parts
+
+
+def _check_rrule(text: str) -> str:
+    text = text.strip()
+    if text.upper().startswith("RRULE:"):
+        text = text[len("RRULE:") :]
+    if not text or "\n" in text or ":" in text:
+        raise InvalidInput("rrule", "give one RRULE value, e.g. FREQ=WEEKLY;BYDAY=MO")
+    parts = _rrule_parts(text)
+    if parts.get("FREQ") in _REFUSED_FREQS:
+        raise InvalidInput("rrule", "FREQ below HOURLY is not supported; use cron instead")
+    if refused := sorted(_REFUSED_PARTS & parts.keys()):
+        raise InvalidInput("rrule", f"{', '.join(refused)} is not supported (use starts_at)")
+    if "COUNT" in parts and "UNTIL" in parts:
+        raise InvalidInput("rrule", "COUNT and UNTIL cannot both be given (RFC 5545)")
+    if parts.get("UNTIL", "").endswith("Z"):
+        raise InvalidInput(
+            "rrule", "UNTIL is local wall-clock time here: drop the Z or use ends_at"
+        )
+    try:
+        rule = rrulestr(text, dtstart=datetime(2000, 1, 1))
+    except (ValueError, TypeError, KeyError, IndexError) as error:
+        raise InvalidInput("rrule", f"invalid RRULE: {error}") from None
+    if not isinstance(rule, rrule):
+        raise InvalidInput("rrule", "give one RRULE value, e.g. FREQ=WEEKLY;BYDAY=MO")
+    return text
+
+
+def _check_cron(expression: str) -> str:
+    expression = " ".join(expression.split())
+    if not (expression.startswith("@") or len(expression.split(" ")) == 5):
+        raise InvalidInput("cron", "use five fields: minute hour day-of-month month day-of-week")
+    if not croniter.is_valid(expression):
+        raise InvalidInput("cron", f"invalid cron expression {expression!r}")
+    try:
+        croniter(expression, datetime(2000, 1, 1)).get_next(datetime)
+    except Exception:  # croniter raises its own error types when nothing ever matches
+        raise InvalidInput("cron", f"{expression!r} never matches a date") from None
+    return expression
+
+
+def resolve_local(local: datetime, zone: ZoneInfo) -> datetime:
+    """The UTC instant of a naive local date-time: gaps move forward, overlaps take the first."""
+    first = local.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    if first.astimezone(zone).replace(tzinfo=None) == local:
+        return first  # it exists; in an overlap fold=0 is the earlier of the two
+    # In a gap fold=1 applies the post-transition offset: an instant before the jump.
+    before = local.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    return _transition_between(before, first, zone)
+
+
+def _transition_between(low: datetime, high: datetime, zone: ZoneInfo) -> datetime:
+    # Smallest whole second in (low, high] whose UTC offset differs from low's.
+    offset = low.astimezone(zone).utcoffset()
+    lo, hi = 0, int((high - low).total_seconds())
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        if (low + timedelta(seconds=middle)).astimezone(zone).utcoffset() == offset:
+            lo = middle
+        else:
+            hi = middle
+    return low + timedelta(seconds=hi)
+
+
+def apply_quiet_hours(at: datetime, quiet: QuietHours | None, zone: ZoneInfo) -> datetime:
+    """Move an instant inside the quiet window to the window's end, in ``zone``."""
+    if quiet is None:
+        return at
+    local = at.astimezone(zone)
+    if not quiet.contains(local.time().replace(tzinfo=None)):
+        return at
+    end_date = local.date()
+    if quiet.start > quiet.end and local.time().replace(tzinfo=None) >= quiet.start:
+        end_date += timedelta(days=1)  # a window wrapping past midnight ends tomorrow
+    return resolve_local(datetime.combine(end_date, quiet.end), zone)
+
+
+def _rrule_candidates(
+    recurrence: Recurrence, anchor: date, low: datetime, high: datetime
+) -> Iterator[datetime]:
+    assert recurrence.rrule is not None and recurrence.local_time is not None
+    dtstart = datetime.combine(anchor, recurrence.local_time)
+    rule = rrulestr(recurrence.rrule, dtstart=dtstart)
+    for local in rule.xafter(low, inc=True):
+        if local > high:
+            return
+        yield local
+
+
+def _cron_candidates(recurrence: Recurrence, low: datetime, high: datetime) -> Iterator[datetime]:
+    assert recurrence.cron is not None
+    schedule = croniter(recurrence.cron, low - timedelta(minutes=1))
+    while (local := schedule.get_next(datetime)) <= high:
+        yield local
+
+
+def _local_bounds(after: datetime, until: datetime, zone: ZoneInfo) -> tuple[datetime, datetime]:
+    # A local time L resolves inside (after, until] only if L - offset lies there for an
+    # offset in force near the edges (a gap's jump included), so these bounds are safe.
+    offsets = [
+        (edge + step).astimezone(zone).utcoffset() or timedelta(0)
+        for edge in (after, until)
+        for step in _NEIGHBOURHOOD
+    ]
+    minute = timedelta(minutes=1)
+    low = after.astimezone(UTC).replace(tzinfo=None) + min(offsets) - minute
+    high = until.astimezone(UTC).replace(tzinfo=None) + max(offsets) + minute
+    return low, high
+
+
+def occurrences_between(
+    recurrence: Recurrence,
+    *,
+    zone: ZoneInfo,
+    anchor: datetime,
+    after: datetime,
+    until: datetime,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+    quiet: QuietHours | None = None,
+    quiet_zone: ZoneInfo | None = None,
+    limit: int | None = None,
+) -> list[Occurrence]:
+    """Occurrences whose instant ``at`` lies in (after, until], in order of ``at``.
+
+    ``anchor`` (UTC) is where an RRULE starts (its DTSTART's date in ``zone``). With a
+    ``limit``, the result is cut after ``limit`` occurrences, but never between two that
+    share an instant, so "everything up to the last ``at``" stays a true statement.
+    """
+    shift = timedelta(days=recurrence.offset_days)
+    low, high = _local_bounds(after, until, zone)
+    low, high = low - shift, high - shift
+    if recurrence.rrule is not None:
+        candidates = _rrule_candidates(recurrence, anchor.astimezone(zone).date(), low, high)
+    else:
+        candidates = _cron_candidates(recurrence, low, high)
+    found: list[Occurrence] = []
+    # Resolution is monotonic (a later local time never maps to an earlier instant), so
+    # candidates arrive in order of ``at`` and the walk can stop early.
+    for nominal in candidates:
+        local = nominal + shift
+        at = resolve_local(local, zone)
+        if at > until or (ends_at and at > ends_at):
+            break
+        if at <= after or (starts_at and at < starts_at):
+            continue
+        if limit is not None and len(found) >= limit and at != found[-1].at:
+            break
+        found.append(Occurrence(local, at, apply_quiet_hours(at, quiet, quiet_zone or zone)))
+    return found
