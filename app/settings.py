@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     outbox_fsync: bool = True
     templates_dir: Path | None = None
 
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    readyz_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    admin_session_seconds: float = Field(default=8 * 3600, gt=0)
+
     # Channel providers (README "Channel providers"); secrets checked in _check_channels.
     email_from: str = "reminders@localhost"
     unsubscribe_secret: SecretStr = SecretStr("")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from . import dead_letters
+from .ui import admin
 
 
 def install_operations(app: FastAPI) -> None:
     """Add the operator routes and middleware to an app (called once by ``create_app``)."""
     app.include_router(dead_letters.router)
+    app.include_router(admin.router)

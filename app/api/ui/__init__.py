@@ -1,0 +1,1 @@
+"""The server-rendered admin page (Jinja2 templates, no build step)."""

@@ -1,0 +1,180 @@
+"""``/admin``: the operator's page. Server-rendered, protected by the admin credential.
+
+Login exchanges ``ADMIN_TOKEN`` for a signed, HttpOnly, Secure, SameSite=Strict cookie.
+Every POST carries a CSRF token. A redrive is two steps: the preview runs the dry run
+and shows exactly what would be published; only its confirm button publishes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from app.domain.errors import NotFound, Unauthenticated
+from app.domain.redrive import DeadLetterFilter, format_age
+from app.services import dead_letters, operations
+
+from ..dead_letters import redrive_context
+from ..deps import Container, get_container, token_matches
+from . import session
+
+router = APIRouter(prefix="/admin", include_in_schema=False)
+templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
+templates.env.filters["age"] = format_age
+MAX_FORM_BYTES = 8 * 1024
+_SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; form-action 'self'",
+}
+
+
+class CsrfRejected(Unauthenticated):
+    """The form's CSRF token is missing or wrong: reload the page and try again."""
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        return {}
+    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    return {name: values[0] for name, values in parsed.items()}
+
+
+def _session(request: Request, container: Container) -> str | None:
+    value = request.cookies.get(session.COOKIE_NAME)
+    settings = container.settings
+    now = container.clock().timestamp()
+    valid = session.session_is_valid(
+        value, settings.admin_token, now=now, max_age=settings.admin_session_seconds
+    )
+    return value if valid else None
+
+
+def _render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+    response = templates.TemplateResponse(request, name, context, status_code=status)
+    response.headers.update(_SECURITY_HEADERS)
+    return response
+
+
+def _to_login() -> Response:
+    return RedirectResponse("/admin/login", status_code=303)
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    """The login form."""
+    return _render(request, "login.html", {"error": None})
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """Exchange the admin token for a session cookie."""
+    container = get_container(request)
+    form = await _form(request)
+    if not token_matches(form.get("token"), container.settings.admin_token):
+        return _render(request, "login.html", {"error": "That is not the admin token."}, 401)
+    value = session.issue_session(container.settings.admin_token, now=container.clock().timestamp())
+    response = RedirectResponse("/admin", status_code=303)
+    response.set_cookie(
+        session.COOKIE_NAME,
+        value,
+        max_age=int(container.settings.admin_session_seconds),
+        path=session.COOKIE_PATH,
+        secure=True,
+        httponly=True,
+        samesite="strict",
+    )
+    return response
+
+
+async def _checked_post(request: Request) -> tuple[Container, str, dict[str, str]] | None:
+    container = get_container(request)
+    current = _session(request, container)
+    if current is None:
+        return None
+    form = await _form(request)
+    if not session.csrf_is_valid(form.get("csrf"), container.settings.admin_token, current):
+        raise CsrfRejected()
+    return container, current, form
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """End the session."""
+    if await _checked_post(request) is None:
+        return _to_login()
+    response = _to_login()
+    response.delete_cookie(session.COOKIE_NAME, path=session.COOKIE_PATH)
+    return response
+
+
+@router.get("")
+async def index(request: Request, reminder: str | None = None) -> Response:
+    """Outcomes over time, dead letters by error class, stuck sends, reminder lookup."""
+    container = get_container(request)
+    current = _session(request, container)
+    if current is None:
+        return _to_login()
+    now = container.clock()
+    async with container.engine.connect() as conn:
+        context = await operations.overview(conn, now=now)
+        found = await operations.lookup_reminder(conn, reminder, now=now) if reminder else None
+    context |= {
+        "csrf": session.csrf_token(container.settings.admin_token, current),
+        "lookup": reminder,
+        "found": found,
+    }
+    return _render(request, "index.html", context)
+
+
+async def _redrive(container: Container, form: dict[str, str], *, dry_run: bool) -> Any:
+    ctx = redrive_context(container)
+    target, ident = form.get("target"), form.get("id", "")
+    if target == "dead_letter" and ident.isdigit():
+        return await dead_letters.redrive_dead_letter(ctx, int(ident), dry_run=dry_run)
+    if target == "send" and ident.isdigit():
+        return await dead_letters.redrive_send(ctx, int(ident), dry_run=dry_run)
+    if target == "group":
+        filters = DeadLetterFilter(
+            reason=form.get("reason") or None, error_class=form.get("error_class") or None
+        )
+        return await dead_letters.redrive_dead_letters(ctx, filters, dry_run=dry_run)
+    raise NotFound("nothing to redrive: unknown target")
+
+
+@router.post("/redrive/preview")
+async def redrive_preview(request: Request) -> Response:
+    """Run the dry run and ask for confirmation."""
+    checked = await _checked_post(request)
+    if checked is None:
+        return _to_login()
+    container, current, form = checked
+    report = await _redrive(container, form, dry_run=True)
+    context = {
+        "report": report.to_json(),
+        "form": {k: v for k, v in form.items() if k != "csrf"},
+        "csrf": session.csrf_token(container.settings.admin_token, current),
+    }
+    return _render(request, "confirm.html", context)
+
+
+@router.post("/redrive")
+async def redrive(request: Request) -> Response:
+    """Redrive for real and show what was published."""
+    checked = await _checked_post(request)
+    if checked is None:
+        return _to_login()
+    container, current, form = checked
+    report = await _redrive(container, form, dry_run=False)
+    context = {
+        "report": report.to_json(),
+        "csrf": session.csrf_token(container.settings.admin_token, current),
+    }
+    return _render(request, "result.html", context, 200 if not report.error else 502)

@@ -1,0 +1,92 @@
+"""What the admin page and /metrics show: figures computed from the ledger at read time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db import dead_letters_repo, operations_repo
+from app.domain.errors import NotFound
+from app.domain.redrive import DeadLetterFilter, SendFilter
+from app.domain.states import SendState
+
+from . import dead_letters, reminders
+
+WINDOWS = (("1h", timedelta(hours=1)), ("24h", timedelta(days=1)), ("7d", timedelta(days=7)))
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerFigures:
+    """The ledger-derived gauges, read in one go (the metrics collector reports these)."""
+
+    dead_letters: list[tuple[str, int, float | None]]  # reason, open count, oldest age seconds
+    stuck_sends: int
+    oldest_stuck_seconds: float | None
+    sweep_lag_seconds: float
+    queue_depth: list[tuple[str, str, int]] | None  # queue, state, messages; None: no table
+
+
+def _age(now: datetime, moment: datetime | None) -> float | None:
+    return (now - moment).total_seconds() if moment else None
+
+
+async def ledger_figures(conn: AsyncConnection, *, now: datetime) -> LedgerFigures:
+    """Dead letters, stuck sends, sweep lag and embedded-queue depth as they are now."""
+    letters = await operations_repo.open_dead_letters(conn)
+    stuck, oldest_lease = await operations_repo.stuck_sends(conn, now=now)
+    overdue = await operations_repo.oldest_overdue_scheduled(conn, now=now)
+    return LedgerFigures(
+        dead_letters=[(reason, count, _age(now, oldest)) for reason, count, oldest in letters],
+        stuck_sends=stuck,
+        oldest_stuck_seconds=_age(now, oldest_lease),
+        sweep_lag_seconds=_age(now, overdue) or 0.0,
+        queue_depth=await operations_repo.embedded_queue_depth(conn),
+    )
+
+
+async def outcome_windows(conn: AsyncConnection, *, now: datetime) -> dict[str, Any]:
+    """Send records by outcome over the last hour, day and week (rows: outcomes)."""
+    columns = [name for name, _ in WINDOWS]
+    counts = {
+        name: await operations_repo.outcome_counts_since(conn, now - span) for name, span in WINDOWS
+    }
+    outcomes = sorted({outcome for window in counts.values() for outcome in window})
+    rows = [(outcome, [counts[name].get(outcome, 0) for name in columns]) for outcome in outcomes]
+    return {"windows": columns, "rows": rows}
+
+
+async def overview(conn: AsyncConnection, *, now: datetime, limit: int = 50) -> dict[str, Any]:
+    """Everything the admin page's front shows, in one read."""
+    open_letters = await dead_letters.list_dead_letters(
+        conn, DeadLetterFilter(), now=now, limit=limit
+    )
+    stuck = await dead_letters.list_sends(conn, SendFilter(stuck=True), now=now, limit=limit)
+    terminal = await dead_letters.list_sends(
+        conn, SendFilter(state=SendState.TERMINAL_FAILURE, outcome="terminal"), now=now, limit=limit
+    )
+    return {
+        "now": now,
+        "outcomes": await outcome_windows(conn, now=now),
+        "groups": await dead_letters.summarize(conn, now=now),
+        "dead_letters": open_letters.items,
+        "stuck": stuck.items,
+        "terminal": terminal.items,
+        "figures": await ledger_figures(conn, now=now),
+    }
+
+
+async def lookup_reminder(
+    conn: AsyncConnection, reminder_id: str, *, now: datetime
+) -> dict[str, Any] | None:
+    """A reminder with its send records and every dead letter it produced, or None."""
+    try:
+        found = await reminders.get_reminder(conn, reminder_id)
+    except NotFound:
+        return None
+    letters = await dead_letters_repo.list_dead_letters(
+        conn, DeadLetterFilter(reminder_id=reminder_id, redriven=None), now=now
+    )
+    return {**found, "dead_letters": letters}
