@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import FastAPI
 
+from app.adapters.channels.http import SharedHttp
 from app.adapters.channels.registry import build_providers
 from app.adapters.push_formats.infrai import InfraiPushFormat
 from app.adapters.queues.registry import build_publisher, close_publisher
@@ -16,11 +17,12 @@ from app.adapters.rendering import Renderer
 from app.db.engine import autocommit, create_engine
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
+from app.domain.unsubscribe import UnsubscribeLinks
 from app.services.receive import DeliveryPolicy, Receiver
 from app.services.sweep import SweepLimits
 from app.settings import Settings
 
-from .api import cron, health, push, reminders
+from .api import cron, health, push, reminders, unsubscribe
 from .api.deps import Container
 from .api.errors import install_error_handlers
 from .api.operations import install_operations
@@ -40,7 +42,8 @@ def build_container(
 ) -> Container:
     """Every long-lived object of the service, wired from settings (tests inject parts)."""
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
-    renderer = Renderer(settings.templates_dir)
+    http = SharedHttp(max_connections=settings.http_max_connections)
+    renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
     policy = DeliveryPolicy(
         lease=timedelta(seconds=settings.lease_seconds),
         provider_timeout_seconds=settings.provider_timeout_seconds,
@@ -51,7 +54,7 @@ def build_container(
     receiver = Receiver(
         engine=engine,
         autocommit=autocommit(engine),
-        providers=build_providers(settings),
+        providers=build_providers(settings, http=http),
         renderer=renderer,
         policy=policy,
         clock=clock,
@@ -76,7 +79,13 @@ def build_container(
             claim_seconds=settings.sweep_claim_seconds,
         ),
         clock=clock,
+        http=http,
     )
+
+
+def _unsubscribe_links(settings: Settings) -> UnsubscribeLinks | None:
+    secret = settings.unsubscribe_secret.get_secret_value()
+    return UnsubscribeLinks(settings.public_base_url, secret.encode()) if secret else None
 
 
 def create_app(settings: Settings | None = None, *, container: Container | None = None) -> FastAPI:
@@ -92,10 +101,12 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
             if container is None:
                 await close_publisher(built.publisher)
                 await built.engine.dispose()
+                if built.http is not None:
+                    await built.http.aclose()
 
     app = FastAPI(title="reminder-relay", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    for module in (push, cron, reminders, health):
+    for module in (push, cron, reminders, health, unsubscribe):
         app.include_router(module.router)
     install_operations(app)
     return app

@@ -3,6 +3,8 @@
 Templates live in ``app/templates/<kind>/``: ``email_subject.txt``, ``email.txt`` and
 optionally ``email.html``. ``REMINDERS_TEMPLATES_DIR`` adds a directory searched first.
 Webhooks carry a JSON body built from the reminder, so they need no template.
+Emails get the customer's one-click unsubscribe URL as ``List-Unsubscribe`` headers (RFC 8058)
+and as ``unsubscribe_url`` in the template context (None when links are not configured).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import jinja2
 
 from app.domain.errors import PermanentProviderError
 from app.domain.messages import CustomerView, ReminderView, RenderedMessage
+from app.domain.unsubscribe import UnsubscribeLinks
 
 _PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -22,7 +25,10 @@ _PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 class Renderer:
     """Turns a reminder and its customer into a RenderedMessage for one channel."""
 
-    def __init__(self, extra_dir: Path | None = None) -> None:
+    def __init__(
+        self, extra_dir: Path | None = None, *, unsubscribe_links: UnsubscribeLinks | None = None
+    ) -> None:
+        self.unsubscribe_links = unsubscribe_links
         search = [str(extra_dir)] if extra_dir else []
         loader = jinja2.FileSystemLoader([*search, str(_PACKAGE_TEMPLATES)])
         common: dict[str, Any] = {"loader": loader, "undefined": jinja2.StrictUndefined}
@@ -46,7 +52,10 @@ class Renderer:
             return RenderedMessage(
                 channel, customer.webhook_url or "", body=_webhook_body(reminder, customer)
             )
-        context = _context(reminder, customer)
+        unsubscribe_url = (
+            self.unsubscribe_links.url_for(customer.id, channel) if self.unsubscribe_links else None
+        )
+        context = {**_context(reminder, customer), "unsubscribe_url": unsubscribe_url}
         try:
             subject = self._text.get_template(f"{reminder.kind}/email_subject.txt").render(context)
             text = self._text.get_template(f"{reminder.kind}/email.txt").render(context)
@@ -56,12 +65,18 @@ class Renderer:
                 f"no template {error.name!r} for kind {reminder.kind!r}",
                 detail_class="template_missing",
             ) from error
-        except jinja2.TemplateError as error:
+        except Exception as error:  # any render failure is terminal, never a retry loop
             raise PermanentProviderError(
-                f"template for {reminder.kind!r} failed: {error}", detail_class="template_error"
+                f"template for {reminder.kind!r} failed: {type(error).__name__}: {error}",
+                detail_class="template_error",
             ) from error
         return RenderedMessage(
-            channel, customer.email or "", subject=" ".join(subject.split()), text=text, html=html
+            channel,
+            customer.email or "",
+            subject=" ".join(subject.split()),
+            text=text,
+            html=html,
+            headers=_unsubscribe_headers(unsubscribe_url),
         )
 
     def _render_optional_html(self, kind: str, context: dict[str, Any]) -> str | None:
@@ -70,6 +85,12 @@ class Renderer:
         except jinja2.TemplateNotFound:
             return None
         return template.render(context)
+
+
+def _unsubscribe_headers(url: str | None) -> dict[str, str]:
+    if url is None:
+        return {}
+    return {"List-Unsubscribe": f"<{url}>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
 
 
 def _context(reminder: ReminderView, customer: CustomerView) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.adapters.channels.http import SharedHttp
 from app.adapters.rendering import Renderer
 from app.domain.errors import Unauthenticated
 from app.domain.ports import PushFormat, QueuePublisher
@@ -32,6 +33,7 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     renderer: Renderer
     sweep_limits: SweepLimits
     clock: Callable[[], datetime]
+    http: SharedHttp | None = None  # the one pooled outbound HTTP client; closed at shutdown
 
     def queue_for(self, channel: str) -> str:
         """The queue a channel's messages go to (REMINDERS_EMAIL_QUEUE / _WEBHOOK_QUEUE)."""

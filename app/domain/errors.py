@@ -89,3 +89,10 @@ class PermanentProviderError(ProviderError):
     """The provider will never accept this message (bad address, rejected, bad template)."""
 
     error_class = ErrorClass.PERMANENT
+
+
+class WebhookGone(PermanentProviderError):
+    """The webhook endpoint answered 410 Gone: the customer's webhook channel is disabled."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, detail_class="webhook_gone")

@@ -17,8 +17,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.rendering import Renderer
-from app.db import dead_letters_repo, ledger_repo
-from app.domain.errors import MalformedDelivery, ProviderError, TransientProviderError
+from app.db import customers_repo, dead_letters_repo, ledger_repo
+from app.domain.errors import (
+    MalformedDelivery,
+    ProviderError,
+    TransientProviderError,
+    WebhookGone,
+)
 from app.domain.ledger import (
     Decision,
     LedgerKey,
@@ -282,6 +287,8 @@ async def _finalize_failure(
                 error=message,
                 attempts=record.attempt_count,
             )
+        if won and isinstance(error, WebhookGone):  # 410: stop sending to this endpoint
+            await customers_repo.disable_webhook(conn, reminder.customer_id, now=now)
         if won and plan.state != SendState.PENDING:
             await ledger_repo.mark_reminder_done_if_final(conn, reminder, now=now)
     if not won:

@@ -14,12 +14,12 @@ import json
 import os
 import re
 import tempfile
-from email.message import EmailMessage
-from email.utils import make_msgid
 from pathlib import Path
 
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
+
+from .mime import build_email
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -28,22 +28,6 @@ def file_stem(idempotency_key: str) -> str:
     """A safe, unique file name for a key: readable prefix plus a short hash."""
     digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:12]
     return f"{_UNSAFE.sub('_', idempotency_key)[:120]}.{digest}"
-
-
-def build_email(message: RenderedMessage, *, idempotency_key: str, sender: str) -> EmailMessage:
-    """The RFC 5322 message for a rendered email; its Message-ID is stable per ledger key."""
-    email = EmailMessage()
-    email["From"] = sender
-    email["To"] = message.recipient
-    email["Subject"] = message.subject
-    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
-    email["Message-ID"] = make_msgid(idstring=digest, domain="reminder-relay.local")
-    for name, value in message.headers.items():
-        email[name] = value
-    email.set_content(message.text)
-    if message.html is not None:
-        email.add_alternative(message.html, subtype="html")
-    return email
 
 
 class OutboxProvider:

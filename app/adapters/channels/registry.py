@@ -2,27 +2,81 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ssl
+from collections.abc import Callable, Mapping
 
 from app.domain.errors import ConfigError
 from app.domain.ports import ChannelProvider
 from app.settings import Settings
 
+from .email_api import EmailApiProvider
+from .http import SharedHttp
 from .outbox import OutboxProvider
+from .smtp import SmtpProvider
+from .ssrf import TargetPolicy
+from .webhook import WebhookProvider
 
 CHANNELS = ("email", "webhook")
+# Which providers can serve which channel.
+PROVIDERS_BY_CHANNEL = {"email": ("outbox", "smtp", "email_api"), "webhook": ("outbox", "webhook")}
 
 
-def build_providers(settings: Settings) -> dict[str, ChannelProvider]:
+def build_providers(
+    settings: Settings, *, http: SharedHttp | None = None
+) -> dict[str, ChannelProvider]:
     """One provider per channel, as ``REMINDERS_EMAIL_PROVIDER`` etc. name them."""
-    outbox = OutboxProvider(settings.outbox_dir, fsync=settings.outbox_fsync)
-    available: Mapping[str, ChannelProvider] = {"outbox": outbox}
+    shared_http = http or SharedHttp(max_connections=settings.http_max_connections)
+    factories: Mapping[str, Callable[[], ChannelProvider]] = {
+        "outbox": lambda: OutboxProvider(
+            settings.outbox_dir, fsync=settings.outbox_fsync, sender=settings.email_from
+        ),
+        "smtp": lambda: _smtp(settings),
+        "email_api": lambda: EmailApiProvider(
+            shared_http,
+            base_url=settings.email_api_url,
+            api_key=settings.email_api_key,
+            sender=settings.email_from,
+        ),
+        "webhook": lambda: _webhook(settings, shared_http),
+    }
+    built: dict[str, ChannelProvider] = {}
     providers: dict[str, ChannelProvider] = {}
     for channel, name in (
         ("email", settings.email_provider),
         ("webhook", settings.webhook_provider),
     ):
-        if name not in available:
+        if name not in PROVIDERS_BY_CHANNEL[channel]:
             raise ConfigError(f"REMINDERS_{channel.upper()}_PROVIDER={name!r} is not a provider")
-        providers[channel] = available[name]
+        if name not in built:
+            built[name] = factories[name]()
+        providers[channel] = built[name]
     return providers
+
+
+def _smtp(settings: Settings) -> SmtpProvider:
+    tls_context = None
+    if settings.smtp_ca_file is not None:
+        tls_context = ssl.create_default_context(cafile=str(settings.smtp_ca_file))
+    return SmtpProvider(
+        host=settings.smtp_host,
+        port=settings.smtp_port,
+        sender=settings.email_from,
+        security=settings.smtp_security,
+        username=settings.smtp_username,
+        password=settings.smtp_password,
+        tls_context=tls_context,
+    )
+
+
+def _webhook(settings: Settings, http: SharedHttp) -> WebhookProvider:
+    try:
+        return WebhookProvider(
+            http,
+            signing_secret=settings.webhook_signing_secret,
+            policy=TargetPolicy.from_entries(settings.webhook_allowed_targets),
+        )
+    except Exception as error:  # the library rejects a malformed secret; never echo it
+        raise ConfigError(
+            f"REMINDERS_WEBHOOK_SIGNING_SECRET is not a valid Standard Webhooks secret "
+            f"({type(error).__name__})"
+        ) from None

@@ -1,0 +1,125 @@
+"""Webhooks: POST the reminder as JSON to the customer's ``webhook_url``, Standard Webhooks signed.
+
+Headers: ``webhook-id`` is the ledger key (stable across attempts, so receivers deduplicate a
+resend after a crash or an unknown outcome), ``webhook-timestamp`` the send time,
+``webhook-signature`` ``v1,<base64 HMAC-SHA256>`` from the ``standardwebhooks`` library under
+``REMINDERS_WEBHOOK_SIGNING_SECRET``. Targets pass the SSRF guard (``ssrf.py``); redirects are
+not followed. Classification: 2xx sent; 410 → ``WebhookGone`` (permanent, the receiver disables
+the customer's webhook channel); 429 → rate limited; 408, 5xx, timeouts → transient; 3xx and
+other 4xx → permanent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import aiohttp
+from pydantic import SecretStr
+from standardwebhooks.webhooks import Webhook
+
+from app.domain.errors import (
+    PermanentProviderError,
+    ProviderError,
+    RateLimitedError,
+    TransientProviderError,
+    WebhookGone,
+)
+from app.domain.messages import RenderedMessage, SendResult
+
+from .http import (
+    SharedHttp,
+    classify_transport_error,
+    client_timeout,
+    read_capped,
+    retry_after_seconds,
+)
+from .ssrf import Resolver, TargetPolicy, VettedTarget, system_resolver, vet_target
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class WebhookProvider:
+    """Signed JSON POSTs to customer endpoints, through the shared HTTP client."""
+
+    name = "webhook"
+
+    def __init__(
+        self,
+        http: SharedHttp,
+        *,
+        signing_secret: SecretStr,
+        policy: TargetPolicy,
+        resolver: Resolver = system_resolver,
+        clock: Callable[[], datetime] = _utc_now,
+        user_agent: str = "reminder-relay-webhooks/1",
+    ) -> None:
+        self.http = http
+        self._signer = Webhook(signing_secret.get_secret_value())
+        self.policy = policy
+        self.resolver = resolver
+        self.clock = clock
+        self.user_agent = user_agent
+
+    async def send(
+        self, message: RenderedMessage, *, idempotency_key: str, timeout: float
+    ) -> SendResult:
+        """POST the signed body to the vetted target and classify the answer."""
+        if not message.recipient:
+            raise PermanentProviderError("customer has no webhook_url", detail_class="no_recipient")
+        target = await vet_target(message.recipient, self.policy, self.resolver)
+        body = json.dumps(message.body or {}, separators=(",", ":"), sort_keys=True)
+        headers = self._headers(target, idempotency_key, body)
+        try:
+            async with self.http.session().post(
+                str(target.connect_url),
+                data=body.encode(),
+                headers=headers,
+                allow_redirects=False,
+                server_hostname=target.tls_server_name,
+                timeout=client_timeout(timeout),
+            ) as response:
+                await read_capped(response)  # bounded: we only need the status
+                return _classify(response)
+        except ProviderError:
+            raise
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise classify_transport_error(error, what="webhook") from error
+
+    def _headers(self, target: VettedTarget, msg_id: str, body: str) -> dict[str, str]:
+        timestamp = self.clock()
+        return {
+            "Host": target.host_header,
+            "Content-Type": "application/json",
+            "User-Agent": self.user_agent,
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(int(timestamp.timestamp())),
+            "webhook-signature": self._signer.sign(msg_id, timestamp, body),
+        }
+
+
+def _classify(response: aiohttp.ClientResponse) -> SendResult:
+    status = response.status
+    if 200 <= status < 300:
+        return SendResult(provider_request_id=response.headers.get("x-request-id"))
+    if status == 410:
+        raise WebhookGone("webhook endpoint answered 410 Gone")
+    if status == 429:
+        raise RateLimitedError(
+            "webhook endpoint answered 429",
+            retry_after=retry_after_seconds(response.headers.get("retry-after")),
+            detail_class="rate_limited",
+        )
+    if 300 <= status < 400:
+        raise PermanentProviderError(
+            f"webhook endpoint redirected ({status}); redirects are not followed",
+            detail_class="redirect_refused",
+        )
+    if status == 408 or status >= 500:
+        raise TransientProviderError(
+            f"webhook endpoint answered {status}", detail_class=f"webhook_{status // 100}xx"
+        )
+    raise PermanentProviderError(f"webhook endpoint answered {status}", detail_class="webhook_4xx")
