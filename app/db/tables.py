@@ -133,3 +133,6 @@ customers = Customer.__table__
 reminders = Reminder.__table__
 send_records = SendRecord.__table__
 dead_letters = DeadLetter.__table__
+
+# The embedded queue's tables (migration 0002) live in their own module.
+from . import queue_tables  # noqa: E402, F401

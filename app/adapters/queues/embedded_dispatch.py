@@ -1,0 +1,393 @@
+"""The embedded queue's dispatcher: claim due messages, push them over HTTP, apply answers.
+
+Each round is three phases, none holding a transaction across network I/O: claim (one
+statement; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, a conditional update on SQLite, so
+several dispatchers never hold one message at once), push (concurrently, bounded, one
+shared aiohttp session, the Infrai envelope signed as the receiver checks), then apply
+every answer in one transaction: 2xx deletes; anything else schedules a redelivery or
+moves the message to the dead-letter list. At-least-once: a claim only hides a message
+for the visibility timeout, so a dispatcher that dies between the push and the delete
+leaves it to be delivered again; the receiver's ledger absorbs the duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.adapters.push_formats.infrai import sign
+from app.db import queue_repo
+from app.db.queue_repo import ClaimedMessage, FailedDelivery
+from app.domain.queueing import (
+    DEDUP_WINDOW,
+    is_exhausted,
+    parse_retry_after,
+    redelivery_delay,
+)
+from app.domain.retry import BackoffPolicy, RandomSource
+from app.settings import Settings
+
+log = logging.getLogger("reminders.embedded_queue")
+_MAX_ANSWER_BYTES = 64 * 1024
+_MAX_ERROR = 500
+
+
+@dataclass(frozen=True, slots=True)
+class PushTarget:
+    """Where and how pushes are sent: the receiver's base URL and the signing secret."""
+
+    base_url: str
+    secret: bytes = field(repr=False)
+    signature_header: str = "X-Infrai-Signature"
+    timestamp_header: str | None = "X-Infrai-Timestamp"
+
+    def url(self, queue: str) -> str:
+        """The push URL of one queue."""
+        return f"{self.base_url.rstrip('/')}/push/{quote(queue, safe='')}"
+
+    def headers(self, body: bytes, now: float) -> dict[str, str]:
+        """Content type and signature headers for one body, signed at ``now``."""
+        headers = {"content-type": "application/json", "user-agent": "reminder-relay-embedded"}
+        if self.timestamp_header:
+            timestamp = int(now)
+            headers[self.signature_header] = sign(self.secret, body, timestamp)
+            headers[self.timestamp_header] = str(timestamp)
+        else:
+            headers[self.signature_header] = sign(self.secret, body)
+        return headers
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchLimits:
+    """How much a dispatcher does at once and how it spaces redeliveries."""
+
+    concurrency: int = 16
+    batch_size: int = 64
+    visibility_timeout_seconds: float = 60.0
+    push_timeout_seconds: float = 30.0
+    backoff: BackoffPolicy = field(default_factory=lambda: BackoffPolicy(1.0, 300.0))
+    housekeeping_every: timedelta = timedelta(seconds=60)
+
+
+@dataclass(frozen=True, slots=True)
+class PushResponse:
+    """What the receiver answered."""
+
+    status: int
+    retry_after: str | None = None
+    outcome: str | None = None
+
+
+class Pusher(Protocol):
+    """Sends one HTTP POST; raises ``PushFailed`` when no answer arrived."""
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float
+    ) -> PushResponse:
+        """POST the body and return the answer."""
+        ...
+
+
+class PushFailed(Exception):
+    """No HTTP answer: connection refused or reset, timeout."""
+
+
+class AiohttpPusher:
+    """One pooled aiohttp session (its pool holds up under concurrency; DESIGN §8)."""
+
+    def __init__(self, *, max_connections: int = 16) -> None:
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float
+    ) -> PushResponse:
+        """POST with a total timeout; the answer body is read up to 64 KB for its outcome."""
+        session = self._ensure_session()
+        try:
+            async with session.post(
+                url, data=body, headers=dict(headers), timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as response:
+                answer = await response.content.read(_MAX_ANSWER_BYTES)
+                return PushResponse(
+                    response.status, response.headers.get("Retry-After"), _outcome(answer)
+                )
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise PushFailed(f"{type(error).__name__}: {error}"[:_MAX_ERROR]) from error
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        if self._session is not None:
+            await self._session.close()
+
+
+def _outcome(answer: bytes) -> str | None:
+    try:
+        document = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return None
+    outcome = document.get("outcome") if isinstance(document, dict) else None
+    return outcome if isinstance(outcome, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    """One delivery and its answer (``status`` None: no answer)."""
+
+    message: ClaimedMessage
+    status: int | None
+    retry_after: str | None = None
+    outcome: str | None = None
+    error: str | None = None
+
+    @property
+    def acknowledged(self) -> bool:
+        """2xx: the receiver is done with the message."""
+        return self.status is not None and 200 <= self.status < 300
+
+
+@dataclass
+class DispatchReport:
+    """What one or more rounds did."""
+
+    claimed: int = 0
+    acknowledged: int = 0
+    redelivering: int = 0
+    dead: int = 0
+    expired: int = 0
+    # Receiver outcomes named in the answers (sent, duplicate, retry, ...), or the status.
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: DispatchReport) -> None:
+        """Accumulate another report into this one."""
+        for name in ("claimed", "acknowledged", "redelivering", "dead", "expired"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.outcomes.update(other.outcomes)
+
+
+class Dispatcher:
+    """Pushes due messages of every queue in the table to ``target``."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        pusher: Pusher,
+        target: PushTarget,
+        *,
+        limits: DispatchLimits,
+        clock: Callable[[], datetime],
+        rand: RandomSource,
+        wall_time: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.pusher = pusher
+        self.target = target
+        self.limits = limits
+        self._clock = clock
+        self._rand = rand
+        self._wall_time = wall_time  # signature timestamps: the receiver checks wall time
+        self._semaphore = asyncio.Semaphore(limits.concurrency)
+        self._wake = asyncio.Event()
+        self._housekept_at: datetime | None = None
+
+    async def run_once(self, now: datetime | None = None) -> DispatchReport:
+        """One round: housekeeping when due, then claim, push and apply one batch."""
+        claim_at = now or self._clock()
+        report = DispatchReport()
+        await self.housekeep(claim_at, report)
+        claimed = await self.claim(claim_at)
+        if claimed:
+            results = await self.push_all(claimed)
+            await self.apply(results, now=now or self._clock(), report=report)
+        return report
+
+    async def claim(self, now: datetime) -> list[ClaimedMessage]:
+        """Claim up to a batch of due messages for the visibility timeout."""
+        visible_until = now + timedelta(seconds=self.limits.visibility_timeout_seconds)
+        async with self.engine.begin() as conn:
+            return await queue_repo.claim_messages(
+                conn, now=now, visible_until=visible_until, limit=self.limits.batch_size
+            )
+
+    async def push_all(self, claimed: list[ClaimedMessage]) -> list[PushResult]:
+        """Push every claimed message, at most ``concurrency`` at a time."""
+        return list(await asyncio.gather(*(self._push_bounded(m) for m in claimed)))
+
+    async def _push_bounded(self, message: ClaimedMessage) -> PushResult:
+        async with self._semaphore:
+            return await self.push(message)
+
+    async def push(self, message: ClaimedMessage) -> PushResult:
+        """POST one message in the Infrai envelope, signed; never raises for HTTP failures."""
+        body = orjson.dumps(
+            {
+                "message_id": message.message_id,
+                "payload": message.payload,
+                "attempt": message.attempts,
+            }
+        )
+        headers = self.target.headers(body, self._wall_time())
+        try:
+            answer = await self.pusher.post(
+                self.target.url(message.queue),
+                body,
+                headers,
+                timeout=self.limits.push_timeout_seconds,
+            )
+        except PushFailed as error:
+            return PushResult(message, None, error=str(error))
+        return PushResult(message, answer.status, answer.retry_after, answer.outcome)
+
+    async def apply(
+        self, results: list[PushResult], *, now: datetime, report: DispatchReport | None = None
+    ) -> DispatchReport:
+        """Delete acknowledged messages; schedule redeliveries or dead-letter the rest."""
+        report = report or DispatchReport()
+        acked = [r.message.id for r in results if r.acknowledged]
+        failures = [self._failure(r, now) for r in results if not r.acknowledged]
+        async with self.engine.begin() as conn:
+            await queue_repo.delete_messages(conn, acked)
+            await queue_repo.record_failures(conn, failures, now=now)
+        for result, failure in zip(
+            [r for r in results if not r.acknowledged], failures, strict=True
+        ):
+            if failure.visible_at is None:
+                log.warning(
+                    "message %s on %s moved to the dead-letter list after %d deliveries: %s",
+                    result.message.message_id,
+                    result.message.queue,
+                    result.message.attempts,
+                    failure.error,
+                )
+        report.claimed += len(results)
+        report.acknowledged += len(acked)
+        report.dead += sum(1 for f in failures if f.visible_at is None)
+        report.redelivering += sum(1 for f in failures if f.visible_at is not None)
+        report.outcomes.update(_label(r) for r in results)
+        return report
+
+    def _failure(self, result: PushResult, now: datetime) -> FailedDelivery:
+        message = result.message
+        error = result.error or f"HTTP {result.status}" + (
+            f" ({result.outcome})" if result.outcome else ""
+        )
+        if is_exhausted(message.attempts, message.max_retries):
+            return FailedDelivery(message.id, message.attempts, result.status, error, None)
+        delay = redelivery_delay(
+            message.attempts,
+            parse_retry_after(result.retry_after, now),
+            self.limits.backoff,
+            self._rand,
+        )
+        retry_at = now + timedelta(seconds=delay)
+        return FailedDelivery(message.id, message.attempts, result.status, error, retry_at)
+
+    async def housekeep(self, now: datetime, report: DispatchReport | None = None) -> None:
+        """Now and then: dead-letter unanswered messages, drop expired ones, prune keys."""
+        if (
+            self._housekept_at is not None
+            and now - self._housekept_at < self.limits.housekeeping_every
+        ):
+            return
+        self._housekept_at = now
+        async with self.engine.begin() as conn:
+            unanswered = await queue_repo.kill_unanswered(conn, now=now)
+            expired = await queue_repo.drop_expired(conn, now=now)
+            await queue_repo.forget_keys(conn, before=now - DEDUP_WINDOW)
+        for queue, message_id in unanswered:
+            log.warning(
+                "message %s on %s moved to the dead-letter list: its last delivery got no answer",
+                message_id,
+                queue,
+            )
+        for row in expired:
+            log.warning(
+                "message %s on %s dropped: past its 30-day retention (%s, %d deliveries)",
+                row["message_id"],
+                row["queue"],
+                row["state"],
+                row["attempts"],
+            )
+        if report is not None:
+            report.dead += len(unanswered)
+            report.expired += len(expired)
+
+    def wake(self) -> None:
+        """Ask a sleeping ``run`` loop to poll now (a message was just published)."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event, *, poll_interval: float) -> None:
+        """Poll until ``stop`` is set; the current round always finishes (graceful stop)."""
+        while not stop.is_set():
+            self._wake.clear()  # a publish during this round wakes the next idle at once
+            try:
+                report = await self.run_once()
+            except Exception:  # a database hiccup must not end the loop
+                log.exception("dispatcher round failed; retrying after the poll interval")
+                report = DispatchReport()
+            if report.claimed >= self.limits.batch_size:
+                continue  # a full batch: more is probably due
+            await self._idle(stop, poll_interval)
+
+    async def _idle(self, stop: asyncio.Event, seconds: float) -> None:
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+
+
+def _label(result: PushResult) -> str:
+    if result.outcome:
+        return result.outcome
+    return f"http_{result.status}" if result.status is not None else "no_answer"
+
+
+def dispatcher_from_settings(
+    settings: Settings,
+    engine: AsyncEngine,
+    *,
+    clock: Callable[[], datetime],
+    rand: RandomSource,
+    pusher: Pusher | None = None,
+) -> tuple[Dispatcher, AiohttpPusher | None]:
+    """A dispatcher configured by ``REMINDERS_EMBEDDED_*``; the pusher it owns, to close."""
+    embedded = settings.embedded
+    owned = AiohttpPusher(max_connections=embedded.concurrency) if pusher is None else None
+    target = PushTarget(
+        base_url=embedded.push_base_url or settings.public_base_url,
+        secret=settings.push_secrets[0].get_secret_value().encode(),
+        signature_header=settings.push_signature_header,
+        timestamp_header=settings.push_timestamp_header or None,
+    )
+    limits = DispatchLimits(
+        concurrency=embedded.concurrency,
+        batch_size=embedded.batch_size,
+        visibility_timeout_seconds=embedded.visibility_timeout_seconds,
+        push_timeout_seconds=embedded.push_timeout_seconds,
+        backoff=embedded.backoff,
+    )
+    chosen: Pusher = pusher if pusher is not None else owned  # type: ignore[assignment]
+    dispatcher = Dispatcher(engine, chosen, target, limits=limits, clock=clock, rand=rand)
+    return dispatcher, owned

@@ -1,0 +1,288 @@
+"""SQL for the embedded queue: publish with key dedup, claim, acknowledge, redeliver, expire.
+
+Nothing here commits. Instants are bound parameters (the caller's clock), never the
+database's ``now()``, so tests drive time and every dispatcher agrees with its own clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, delete, func, select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .queue_tables import queue_idempotency_keys, queue_messages
+from .types import UTCDateTime
+
+_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+qm = queue_messages
+qk = queue_idempotency_keys
+READY = "ready"
+DEAD = "dead"
+_NOW = bindparam("now", type_=UTCDateTime())
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message to store: the publisher has checked its limits and chosen its id."""
+
+    queue: str
+    message_id: str
+    payload: Any
+    idempotency_key: str
+    visible_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedMessage:
+    """A message a dispatcher holds until its visibility timeout; ``attempts`` fences it."""
+
+    id: int
+    queue: str
+    message_id: str
+    payload: Any
+    attempts: int
+    max_retries: int
+
+
+async def remember_keys(
+    conn: AsyncConnection,
+    keys: Sequence[tuple[str, str, str]],
+    *,
+    now: datetime,
+    window_start: datetime,
+) -> set[tuple[str, str]]:
+    """Record (queue, key, message id) unless the key was used after ``window_start``.
+
+    Returns the (queue, key) pairs that were recorded, i.e. the messages to store.
+    Concurrent publishers of one key: the second waits for the first's commit, then
+    finds the key inside the window (PostgreSQL); SQLite serializes writers.
+    """
+    if not keys:
+        return set()
+    insert = _INSERTS[conn.dialect.name]
+    stmt = insert(qk).values(
+        [
+            {"queue": q, "idempotency_key": k, "message_id": m, "published_at": now}
+            for q, k, m in keys
+        ]
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[qk.c.queue, qk.c.idempotency_key],
+        set_={"message_id": stmt.excluded.message_id, "published_at": stmt.excluded.published_at},
+        where=qk.c.published_at <= window_start,
+    ).returning(qk.c.queue, qk.c.idempotency_key)
+    return {(row.queue, row.idempotency_key) for row in await conn.execute(stmt)}
+
+
+async def message_ids_for_keys(
+    conn: AsyncConnection, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], str]:
+    """The message id currently remembered for each (queue, key)."""
+    if not keys:
+        return {}
+    stmt = select(qk.c.queue, qk.c.idempotency_key, qk.c.message_id).where(
+        tuple_(qk.c.queue, qk.c.idempotency_key).in_(list(keys))
+    )
+    return {(r.queue, r.idempotency_key): r.message_id for r in await conn.execute(stmt)}
+
+
+async def insert_messages(
+    conn: AsyncConnection, messages: Sequence[NewMessage], *, now: datetime, max_retries: int
+) -> None:
+    """Store new messages, ready at their ``visible_at``."""
+    if not messages:
+        return
+    rows = [
+        {
+            "queue": m.queue,
+            "message_id": m.message_id,
+            "payload": m.payload,
+            "idempotency_key": m.idempotency_key,
+            "state": READY,
+            "visible_at": m.visible_at,
+            "attempts": 0,
+            "max_retries": max_retries,
+            "created_at": now,
+            "expires_at": m.expires_at,
+        }
+        for m in messages
+    ]
+    await conn.execute(qm.insert(), rows)
+
+
+_CLAIMABLE = (
+    qm.c.state == READY,
+    qm.c.visible_at <= _NOW,
+    qm.c.attempts <= qm.c.max_retries,
+    qm.c.expires_at > _NOW,
+)
+_DUE = (
+    select(qm.c.id)
+    .where(*_CLAIMABLE)
+    .order_by(qm.c.visible_at, qm.c.id)
+    .limit(bindparam("limit"))
+    # PostgreSQL: concurrent dispatchers skip each other's rows instead of waiting.
+    # SQLite ignores this; its single writer serializes the claim instead.
+    .with_for_update(skip_locked=True)
+    # A CTE, run once: as an ``IN (subquery)`` PostgreSQL may rescan the locking subquery
+    # per outer row and claim more than ``limit`` rows.
+    .cte("due")
+    .prefix_with("MATERIALIZED", dialect="postgresql")
+)
+_CLAIM = (
+    update(qm)
+    .where(qm.c.id == _DUE.c.id)
+    .values(
+        visible_at=bindparam("visible_until", type_=UTCDateTime()),
+        attempts=qm.c.attempts + 1,
+    )
+    .returning(qm.c.id, qm.c.queue, qm.c.message_id, qm.c.payload, qm.c.attempts, qm.c.max_retries)
+)
+
+
+async def claim_messages(
+    conn: AsyncConnection, *, now: datetime, visible_until: datetime, limit: int
+) -> list[ClaimedMessage]:
+    """Claim up to ``limit`` due messages, hiding them until ``visible_until``."""
+    params = {"now": now, "visible_until": visible_until, "limit": limit}
+    rows = (await conn.execute(_CLAIM, params)).all()
+    claimed = [
+        ClaimedMessage(r.id, r.queue, r.message_id, r.payload, r.attempts, r.max_retries)
+        for r in rows
+    ]
+    return sorted(claimed, key=lambda message: message.id)
+
+
+async def delete_messages(conn: AsyncConnection, ids: Sequence[int]) -> int:
+    """Acknowledge: remove messages (whoever holds them now; the receiver said done)."""
+    if not ids:
+        return 0
+    result = await conn.execute(delete(qm).where(qm.c.id.in_(list(ids))))
+    return result.rowcount
+
+
+_FENCE = (
+    qm.c.id == bindparam("message_pk"),
+    qm.c.attempts == bindparam("attempt"),
+    qm.c.state == READY,
+)
+_REDELIVER = (
+    update(qm)
+    .where(*_FENCE)
+    .values(
+        visible_at=bindparam("retry_at", type_=UTCDateTime()),
+        last_status=bindparam("status_code"),
+        last_error=bindparam("error_text"),
+    )
+)
+_KILL = (
+    update(qm)
+    .where(*_FENCE)
+    .values(
+        state=DEAD,
+        dead_at=_NOW,
+        last_status=bindparam("status_code"),
+        last_error=bindparam("error_text"),
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FailedDelivery:
+    """A delivery that was not acknowledged: what to record and when to try again."""
+
+    message_pk: int
+    attempt: int
+    status: int | None
+    error: str
+    visible_at: datetime | None  # None: move to the dead-letter list
+
+
+async def record_failures(
+    conn: AsyncConnection, failures: Sequence[FailedDelivery], *, now: datetime
+) -> None:
+    """Schedule redeliveries or dead-letter, only where this claim still holds the message."""
+    retry = [_failure_params(f) | {"retry_at": f.visible_at} for f in failures if f.visible_at]
+    dead = [_failure_params(f) | {"now": now} for f in failures if f.visible_at is None]
+    if retry:
+        await conn.execute(_REDELIVER, retry)
+    if dead:
+        await conn.execute(_KILL, dead)
+
+
+def _failure_params(failure: FailedDelivery) -> dict[str, Any]:
+    return {
+        "message_pk": failure.message_pk,
+        "attempt": failure.attempt,
+        "status_code": failure.status,
+        "error_text": failure.error,
+    }
+
+
+async def kill_unanswered(conn: AsyncConnection, *, now: datetime) -> list[tuple[str, str]]:
+    """Dead-letter messages whose last allowed delivery never got an answer (dispatcher died)."""
+    stmt = (
+        update(qm)
+        .where(qm.c.state == READY, qm.c.visible_at <= now, qm.c.attempts > qm.c.max_retries)
+        .values(state=DEAD, dead_at=now, last_error="no answer within the visibility timeout")
+        .returning(qm.c.queue, qm.c.message_id)
+    )
+    return [(row.queue, row.message_id) for row in await conn.execute(stmt)]
+
+
+async def drop_expired(conn: AsyncConnection, *, now: datetime) -> list[dict[str, Any]]:
+    """Delete every message past its retention; returns what was dropped, for the log."""
+    stmt = (
+        delete(qm)
+        .where(qm.c.expires_at <= now)
+        .returning(qm.c.queue, qm.c.message_id, qm.c.state, qm.c.attempts, qm.c.created_at)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def forget_keys(conn: AsyncConnection, *, before: datetime) -> int:
+    """Remove idempotency keys that left the dedup window."""
+    result = await conn.execute(delete(qk).where(qk.c.published_at <= before))
+    return result.rowcount
+
+
+async def next_visible_at(conn: AsyncConnection) -> datetime | None:
+    """When the earliest ready message can next be claimed (None when there is none)."""
+    stmt = select(func.min(qm.c.visible_at)).where(qm.c.state == READY)
+    return (await conn.execute(stmt)).scalar_one()
+
+
+async def count_by_state(conn: AsyncConnection) -> dict[str, int]:
+    """How many messages are ready and dead."""
+    stmt = select(qm.c.state, func.count()).group_by(qm.c.state)
+    counts = {READY: 0, DEAD: 0}
+    counts.update({row[0]: int(row[1]) for row in await conn.execute(stmt)})
+    return counts
+
+
+async def list_messages(
+    conn: AsyncConnection, *, state: str | None = None, queue: str | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """Messages in id order, optionally one state (``dead``: the dead-letter list) or queue."""
+    stmt = select(qm).order_by(qm.c.id).limit(limit)
+    if state is not None:
+        stmt = stmt.where(qm.c.state == state)
+    if queue is not None:
+        stmt = stmt.where(qm.c.queue == queue)
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
+
+
+async def redrive_dead(conn: AsyncConnection, *, queue: str, now: datetime) -> int:
+    """Move a queue's dead-letter list back to ready with a fresh retry budget."""
+    result = await conn.execute(
+        update(qm)
+        .where(qm.c.queue == queue, qm.c.state == DEAD)
+        .values(state=READY, attempts=0, visible_at=now, dead_at=None)
+    )
+    return result.rowcount

@@ -1,0 +1,75 @@
+"""Rules of a push queue that behaves like the managed one (the embedded queue obeys them).
+
+Limits as Infrai's clients see them (shared/infrai/CONTRACT.md): 256 KB messages, delays
+up to 7 days, 30 days of retention, a 5-minute idempotency-key dedup window. How the
+queue treats the subscriber's answer is left open by the vendor; the embedded queue
+chooses: 2xx acknowledges, anything else (or no answer) is a failed delivery, redelivered
+after the answer's ``Retry-After`` or else capped exponential backoff with full jitter.
+Every delivery counts toward ``max_retries`` (also one whose dispatcher died before
+answering), so a message is delivered at most ``max_retries + 1`` times before it moves to
+the queue's dead-letter list.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+
+from .errors import PublishError
+from .messages import OutgoingMessage
+from .ports import MAX_MESSAGE_BYTES
+from .retry import BackoffPolicy, RandomSource
+
+MAX_DELAY_SECONDS = 7 * 24 * 3600.0
+RETENTION = timedelta(days=30)
+DEDUP_WINDOW = timedelta(minutes=5)
+MAX_QUEUE_NAME = 200
+MAX_IDEMPOTENCY_KEY = 400
+# A Retry-After beyond this is treated as a day: the retention limit bounds it anyway.
+MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
+
+
+def check_publishable(message: OutgoingMessage, *, max_delay_seconds: float) -> None:
+    """Raise ``PublishError`` when the managed queue would refuse this message."""
+    if not message.queue or len(message.queue) > MAX_QUEUE_NAME:
+        raise PublishError(f"queue name must be 1-{MAX_QUEUE_NAME} characters")
+    if not 0 <= message.delay_seconds <= max_delay_seconds:
+        raise PublishError(
+            f"delay_seconds {message.delay_seconds:.0f} outside 0..{max_delay_seconds:.0f}"
+        )
+    if not message.idempotency_key or len(message.idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise PublishError(f"idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
+    size = len(json.dumps(message.payload, separators=(",", ":")).encode())
+    if size > MAX_MESSAGE_BYTES:
+        raise PublishError(f"payload of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta seconds or an HTTP date), if valid."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return min(float(text), MAX_RETRY_AFTER_SECONDS)
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return min(max(0.0, (moment - now).total_seconds()), MAX_RETRY_AFTER_SECONDS)
+
+
+def redelivery_delay(
+    attempt: int, retry_after: float | None, policy: BackoffPolicy, rand: RandomSource
+) -> float:
+    """Seconds before a failed delivery is tried again: Retry-After, else jittered backoff."""
+    if retry_after is not None:
+        return max(retry_after, policy.floor_seconds)
+    return policy.delay(attempt, rand)
+
+
+def is_exhausted(attempts: int, max_retries: int) -> bool:
+    """True when a failed delivery used the last of its ``max_retries`` redeliveries."""
+    return attempts > max_retries

@@ -1,0 +1,45 @@
+"""Embedded queue settings (prefix ``REMINDERS_EMBEDDED_``), nested in ``Settings.embedded``."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.domain.retry import BackoffPolicy
+
+
+class EmbeddedQueueSettings(BaseSettings):
+    """How the embedded queue's dispatcher pushes, retries and dead-letters."""
+
+    model_config = SettingsConfigDict(env_prefix="REMINDERS_EMBEDDED_", extra="ignore")
+
+    # `reminders serve` runs the dispatcher (and the periodic sweep) in-process when true.
+    dispatch_in_serve: bool = True
+    # Where the dispatcher POSTs /push/{queue}; default REMINDERS_PUBLIC_BASE_URL, and
+    # under `reminders serve` the address it binds.
+    push_base_url: str | None = None
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    batch_size: int = Field(default=64, ge=1, le=5000)
+    poll_interval_seconds: float = Field(default=0.5, gt=0)
+    max_retries: int = Field(default=16, ge=0)
+    push_timeout_seconds: float = Field(default=30.0, gt=0)
+    visibility_timeout_seconds: float = Field(default=60.0, gt=0)
+    backoff_base_seconds: float = Field(default=1.0, gt=0)
+    backoff_cap_seconds: float = Field(default=300.0, gt=0)
+    # One machine has no cloud cron: serve sweeps this often (0 = rely on POST /cron/sweep).
+    sweep_interval_seconds: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> EmbeddedQueueSettings:
+        if self.visibility_timeout_seconds <= self.push_timeout_seconds:
+            raise ValueError(
+                "REMINDERS_EMBEDDED_VISIBILITY_TIMEOUT_SECONDS must exceed "
+                "REMINDERS_EMBEDDED_PUSH_TIMEOUT_SECONDS, or a slow push is redelivered "
+                "while it is still running"
+            )
+        return self
+
+    @property
+    def backoff(self) -> BackoffPolicy:
+        """Redelivery backoff when the answer carries no Retry-After."""
+        return BackoffPolicy(self.backoff_base_seconds, self.backoff_cap_seconds)
