@@ -39,14 +39,14 @@ async def add_dead_letter(
         insert(dead_letters)
         .values(
             send_record_id=send_record_id,
-            queue=queue,
-            message_id=message_id,
-            reminder_id=reminder_id,
-            channel=channel,
+            queue=_fit(queue, 200),
+            message_id=_fit(message_id, 255),
+            reminder_id=_fit(reminder_id, 200),
+            channel=_fit(channel, 32),
             payload=payload,
-            reason=reason,
-            error_class=error_class,
-            error=error,
+            reason=_fit(reason, 32),
+            error_class=_fit(error_class, 64),
+            error=_fit(error, None),
             attempts=attempts,
             first_failed_at=first_failed_at or now,
             last_failed_at=now,
@@ -54,6 +54,15 @@ async def add_dead_letter(
         )
         .on_conflict_do_nothing(index_elements=[dead_letters.c.queue, dead_letters.c.message_id])
     )
+
+
+def _fit(value: str | None, length: int | None) -> str | None:
+    # Dead letters hold hostile input too: PostgreSQL text refuses NUL and varchar(n)
+    # refuses longer values, and a failed insert would turn an ack into a 500.
+    if value is None:
+        return None
+    cleaned = value.replace("\x00", "\ufffd")
+    return cleaned if length is None else cleaned[:length]
 
 
 # --- Operator reads and redrive bookkeeping (the dead-letter console). ---

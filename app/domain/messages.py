@@ -112,7 +112,11 @@ def parse_delivery_payload(raw: Any, *, channels: frozenset[str]) -> DeliveryPay
         raw.get("channel"),
         raw.get("schedule_version"),
     )
-    if not isinstance(reminder_id, str) or not 0 < len(reminder_id) <= MAX_ID_LENGTH:
+    if (
+        not isinstance(reminder_id, str)
+        or not 0 < len(reminder_id) <= MAX_ID_LENGTH
+        or "\x00" in reminder_id  # no reminder id holds one; PostgreSQL text refuses it
+    ):
         raise MalformedDelivery("payload.reminder_id must be a string of 1-200 characters")
     if not isinstance(channel, str) or channel not in channels:
         raise MalformedDelivery(f"payload.channel {channel!r} is not one of {sorted(channels)}")

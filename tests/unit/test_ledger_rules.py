@@ -315,6 +315,7 @@ GOOD = {"v": 1, "reminder_id": "r1", "channel": "email", "schedule_version": 1}
         ({**GOOD, "reminder_id": ""}, "reminder_id"),
         ({**GOOD, "reminder_id": "r" * 201}, "reminder_id"),
         ({**GOOD, "reminder_id": 17}, "reminder_id"),
+        ({**GOOD, "reminder_id": "r\x001"}, "reminder_id"),
         ({**GOOD, "channel": "sms"}, "channel"),
         ({**GOOD, "channel": None}, "channel"),
         ({**GOOD, "channel": ["email"]}, "channel"),
