@@ -1,0 +1,78 @@
+"""Channel settings: each real provider refuses to start without its own secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from app.adapters.channels.email_api import EmailApiProvider
+from app.adapters.channels.registry import build_providers
+from app.adapters.channels.smtp import SmtpProvider
+from app.adapters.channels.webhook import WebhookProvider
+from app.domain.errors import ConfigError
+from tests.conftest import make_settings
+
+URL = "sqlite+aiosqlite:///unused.db"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "missing"),
+    [
+        ({"email_provider": "smtp"}, "REMINDERS_UNSUBSCRIBE_SECRET"),
+        (
+            {"email_provider": "email_api", "unsubscribe_secret": SecretStr("u-secret")},
+            "REMINDERS_EMAIL_API_KEY",
+        ),
+        ({"webhook_provider": "webhook"}, "REMINDERS_WEBHOOK_SIGNING_SECRET"),
+        (
+            {"webhook_provider": "webhook", "webhook_signing_secret": SecretStr("changeme")},
+            "REMINDERS_WEBHOOK_SIGNING_SECRET",
+        ),
+    ],
+)
+def test_real_providers_require_their_secrets(tmp_path: Path, overrides, missing):
+    """Outside dev mode a provider without its secret is a startup error naming the variable."""
+    with pytest.raises(ValidationError, match=missing):
+        make_settings(URL, tmp_path, **overrides)
+
+
+def test_dev_mode_fills_channel_secrets(tmp_path: Path):
+    """Dev mode works with one command: webhook signing and unsubscribe links get dev values."""
+    settings = make_settings(URL, tmp_path, dev_mode=True, webhook_provider="webhook")
+    assert settings.unsubscribe_secret.get_secret_value()
+    assert settings.webhook_signing_secret.get_secret_value().startswith("whsec_")
+
+
+def test_registry_builds_the_configured_providers(tmp_path: Path):
+    """REMINDERS_EMAIL_PROVIDER / REMINDERS_WEBHOOK_PROVIDER choose the modules."""
+    common = {
+        "unsubscribe_secret": SecretStr("u-secret"),
+        "webhook_provider": "webhook",
+        "webhook_signing_secret": SecretStr("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+    }
+    smtp = build_providers(make_settings(URL, tmp_path, email_provider="smtp", **common))
+    assert isinstance(smtp["email"], SmtpProvider)
+    assert isinstance(smtp["webhook"], WebhookProvider)
+    api = build_providers(
+        make_settings(
+            URL, tmp_path, email_provider="email_api", email_api_key=SecretStr("k"), **common
+        )
+    )
+    assert isinstance(api["email"], EmailApiProvider)
+    assert api["email"].http is api["webhook"].http  # one shared pool
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"email_provider": "webhook"}, "REMINDERS_EMAIL_PROVIDER"),
+        ({"webhook_provider": "smtp"}, "REMINDERS_WEBHOOK_PROVIDER"),
+    ],
+)
+def test_a_provider_on_the_wrong_channel_is_refused(tmp_path: Path, overrides, message):
+    """An email provider cannot serve webhooks and vice versa."""
+    settings = make_settings(URL, tmp_path, unsubscribe_secret=SecretStr("u"), **overrides)
+    with pytest.raises(ConfigError, match=message):
+        build_providers(settings)
