@@ -13,11 +13,15 @@ import typer
 from rich.console import Console
 
 from app.cli_dead_letters import app as dead_letters_app
+from app.cli_infrai import check_command, setup_infrai_command, worker_command
 from app.db.migrations import upgrade_to_head
 from app.settings import Settings
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
 cli.add_typer(dead_letters_app, name="dead-letters")
+cli.command("worker")(worker_command)
+cli.command("check")(check_command)
+cli.command("setup-infrai")(setup_infrai_command)
 console = Console()
 
 

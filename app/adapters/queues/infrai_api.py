@@ -131,6 +131,34 @@ class InfraiApi:
         auth: bool = True,
     ) -> dict[str, Any]:
         """Make one logical call (retried when safe) and return the envelope's ``data``."""
+        response = await self.send(
+            capability, method, path, body, idempotency_key=idempotency_key, auth=auth
+        )
+        return read_envelope(capability, response)
+
+    async def fetch_document(self, capability: str, path: str) -> dict[str, Any]:
+        """GET a public JSON document (discovery): the envelope's ``data``, or a bare object."""
+        response = await self.send(capability, "GET", path, auth=False)
+        if response.status_code < 400:
+            try:
+                document = response.json()
+            except ValueError:
+                document = None
+            if isinstance(document, dict) and "ok" not in document:
+                return document
+        return read_envelope(capability, response)
+
+    async def send(
+        self,
+        capability: str,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        auth: bool = True,
+    ) -> httpx.Response:
+        """The final response of a call after retrying transport errors, 5xx and 429."""
         headers = self._headers(capability, idempotency_key=idempotency_key, auth=auth)
         content = canonical_json(body) if body is not None else None
         for attempt in range(1, self.config.max_attempts + 1):
@@ -146,7 +174,7 @@ class InfraiApi:
                 continue
             delay = self._retry_delay(capability, response, attempt, last)
             if delay is None:
-                return read_envelope(capability, response)
+                return response
             await self._sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -239,7 +267,8 @@ def _error_from(
     except ValueError:
         envelope = None
     if isinstance(envelope, dict):
-        error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
+        raw_error = envelope.get("error")
+        error = raw_error if isinstance(raw_error, dict) else {}
         metadata = envelope.get("metadata")
         request_id = metadata.get("request_id") if isinstance(metadata, dict) else None
     code = _text(error.get("code")) or f"HTTP_{status}"
