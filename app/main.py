@@ -22,7 +22,7 @@ from app.services.receive import DeliveryPolicy, Receiver
 from app.services.sweep import SweepLimits
 from app.settings import Settings
 
-from .api import cron, health, push, reminders, unsubscribe
+from .api import cron, health, push, reminders, schedules, unsubscribe
 from .api.deps import Container
 from .api.errors import install_error_handlers
 from .api.operations import install_operations
@@ -106,7 +106,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
 
     app = FastAPI(title="reminder-relay", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    for module in (push, cron, reminders, health, unsubscribe):
+    for module in (push, cron, reminders, schedules, health, unsubscribe):
         app.include_router(module.router)
     install_operations(app)
     return app

@@ -30,6 +30,7 @@ Channel = Literal["email", "webhook"]
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
 MAX_DATA_BYTES = 16 * 1024
+HHMM_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
 
 
 class CustomerIn(BaseModel):
@@ -42,6 +43,9 @@ class CustomerIn(BaseModel):
     time_zone: str = "UTC"
     opted_out_channels: list[Channel] = Field(default_factory=list)
     unsubscribed: bool = False
+    # Schedule occurrences inside this daily window (local HH:MM) move to its end.
+    quiet_hours_start: str | None = Field(default=None, pattern=HHMM_PATTERN)
+    quiet_hours_end: str | None = Field(default=None, pattern=HHMM_PATTERN)
 
     @field_validator("time_zone")
     @classmethod
@@ -90,7 +94,17 @@ def _customer_values(body: CustomerIn, previous: dict[str, Any] | None, now: dat
         "time_zone": body.time_zone,
         "opted_out_channels": sorted(set(body.opted_out_channels)),
         "unsubscribed_at": (was_unsubscribed or now) if body.unsubscribed else None,
+        **_quiet_hours(body),
     }
+
+
+def _quiet_hours(body: CustomerIn) -> dict[str, str | None]:
+    start, end = body.quiet_hours_start, body.quiet_hours_end
+    if (start is None) != (end is None):
+        raise InvalidInput("quiet_hours_end", "give both quiet_hours_start and quiet_hours_end")
+    if start is not None and start == end:
+        raise InvalidInput("quiet_hours_end", "must differ from quiet_hours_start")
+    return {"quiet_hours_start": start, "quiet_hours_end": end}
 
 
 def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,9 @@ class Customer(Base):
     unsubscribed_at: Mapped[datetime | None]
     # Set when the webhook endpoint answered 410 Gone; a new webhook_url clears it.
     webhook_disabled_at: Mapped[datetime | None]
+    # A daily window (local "HH:MM", in time_zone) when schedule occurrences are held back.
+    quiet_hours_start: Mapped[str | None] = mapped_column(String(5))
+    quiet_hours_end: Mapped[str | None] = mapped_column(String(5))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 
@@ -60,6 +63,8 @@ class Reminder(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), default=ReminderState.SCHEDULED)
     schedule_version: Mapped[int] = mapped_column(Integer, default=1)
+    # Set on occurrences materialized from a recurring schedule (app/db/schedule_tables.py).
+    schedule_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
     # The sweep's claim: a row is being published until this instant (crash-safe, no lock held).
     sweep_claimed_until: Mapped[datetime | None]
     enqueued_at: Mapped[datetime | None]

@@ -19,6 +19,7 @@ from app.db.reminders_repo import DueReminder
 from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage
 from app.domain.ports import QueuePublisher
+from app.services.schedules import materialize_schedules
 
 log = logging.getLogger("reminders.sweep")
 
@@ -80,6 +81,13 @@ async def sweep(
     enqueued = messages = 0
     error: str | None = None
     now = clock()
+    # Recurring schedules become ordinary reminder rows first, so this sweep publishes them.
+    await materialize_schedules(
+        engine,
+        now=now,
+        horizon_end=_horizon_end(now, publisher),
+        out_of_time=lambda: monotonic() - started >= limits.time_budget_seconds / 2,
+    )
     while monotonic() - started < limits.time_budget_seconds:
         now = clock()
         async with engine.begin() as conn:

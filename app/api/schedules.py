@@ -1,0 +1,116 @@
+"""The schedules API (bearer ``REMINDERS_API_TOKEN``): recurring reminders.
+
+A schedule's occurrences are ordinary reminders with ids ``{schedule_id}:{local date-time}``;
+the rules (DST, quiet hours, re-planning) are in ``app.services.schedules`` and
+``app.domain.recurrence``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Response
+from fastapi.encoders import jsonable_encoder
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from app.domain.errors import InvalidInput
+from app.services import schedules as service
+
+from .deps import ConnectionDep, Container, ContainerDep, require_api_token
+from .reminders import MAX_DATA_BYTES, Channel
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["schedules"])
+
+# Shorter than a reminder id so that ":YYYY-MM-DDTHH:MM" still fits in 200 characters.
+SCHEDULE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,182}$"
+ScheduleId = Annotated[str, Path(pattern=SCHEDULE_ID_PATTERN, max_length=183)]
+
+
+class ScheduleIn(BaseModel):
+    """A recurring reminder: who, what, through which channels, and when in local time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    customer_id: str = Field(min_length=1, max_length=200)
+    kind: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]{0,99}$")
+    channels: list[Channel] = Field(min_length=1)
+    rrule: str | None = Field(default=None, max_length=1000)
+    cron: str | None = Field(default=None, max_length=200)
+    local_time: str | None = Field(default=None, max_length=5)
+    time_zone: str | None = Field(default=None, max_length=64)
+    offset_days: int = Field(default=0, ge=-366, le=366)
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("channels")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
+
+    @field_validator("data")
+    @classmethod
+    def _small(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, default=str)) > MAX_DATA_BYTES:
+            raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
+        return value
+
+
+def _horizon_end(container: Container, now: datetime) -> datetime:
+    return now + timedelta(seconds=container.publisher.max_delay_seconds)
+
+
+@router.put("/schedules/{schedule_id}")
+async def put_schedule(
+    schedule_id: ScheduleId,
+    body: ScheduleIn,
+    response: Response,
+    conn: ConnectionDep,
+    container: ContainerDep,
+) -> dict[str, Any]:
+    """Idempotent upsert of a schedule (201 when created, 200 otherwise)."""
+    if "email" in body.channels and not container.renderer.knows_kind(body.kind):
+        raise InvalidInput("kind", f"no email template for kind {body.kind!r}")
+    now = container.clock()
+    result = await service.put_schedule(
+        conn, schedule_id, body.model_dump(), now=now, horizon_end=_horizon_end(container, now)
+    )
+    response.status_code = 201 if result.created else 200
+    return jsonable_encoder(result.schedule)
+
+
+@router.get("/schedules/{schedule_id}")
+async def get_schedule(schedule_id: ScheduleId, conn: ConnectionDep) -> dict[str, Any]:
+    """A schedule with its next unsent occurrences."""
+    return jsonable_encoder(await service.get_schedule(conn, schedule_id))
+
+
+@router.delete("/schedules/{schedule_id}")
+async def delete_schedule(
+    schedule_id: ScheduleId, conn: ConnectionDep, container: ContainerDep
+) -> dict[str, Any]:
+    """Stop a schedule; its unsent occurrences are cancelled (queued ones drop on arrival)."""
+    return jsonable_encoder(await service.delete_schedule(conn, schedule_id, now=container.clock()))
+
+
+@router.post("/schedules/{schedule_id}/pause")
+async def pause_schedule(
+    schedule_id: ScheduleId, conn: ConnectionDep, container: ContainerDep
+) -> dict[str, Any]:
+    """Pause: no new occurrences, unsent ones withdrawn."""
+    return jsonable_encoder(await service.pause_schedule(conn, schedule_id, now=container.clock()))
+
+
+@router.post("/schedules/{schedule_id}/resume")
+async def resume_schedule(
+    schedule_id: ScheduleId, conn: ConnectionDep, container: ContainerDep
+) -> dict[str, Any]:
+    """Resume: occurrences from now on (none for the paused stretch)."""
+    now = container.clock()
+    return jsonable_encoder(
+        await service.resume_schedule(
+            conn, schedule_id, now=now, horizon_end=_horizon_end(container, now)
+        )
+    )

@@ -1,0 +1,57 @@
+"""The recurring schedules table (migration 0005); occurrences are ordinary reminders rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .tables import ID_LENGTH, Base
+
+
+class ScheduleState(StrEnum):
+    """Whether a schedule produces occurrences."""
+
+    ACTIVE = "active"  # materialized by every sweep
+    PAUSED = "paused"  # no new occurrences; open ones were withdrawn
+    DELETED = "deleted"  # like paused, and hidden from GET; a PUT brings it back
+
+
+class Schedule(Base):
+    """A recurring reminder: what to send, to whom, and when in local wall-clock time."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (
+        Index("ix_schedules_state_materialized_through", "state", "materialized_through"),
+    )
+
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
+    customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(100))
+    channels: Mapped[list[str]] = mapped_column(JSON)
+    rrule: Mapped[str | None] = mapped_column(Text)
+    cron: Mapped[str | None] = mapped_column(String(200))
+    local_time: Mapped[str | None] = mapped_column(String(5))
+    # None: the customer's zone, read at each materialization.
+    time_zone: Mapped[str | None] = mapped_column(String(64))
+    offset_days: Mapped[int] = mapped_column(Integer, default=0)
+    starts_at: Mapped[datetime | None]
+    ends_at: Mapped[datetime | None]
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16), default=ScheduleState.ACTIVE)
+    # +1 on every change of the schedule row.
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    # Bookkeeping only: occurrences at or before this instant were materialized. Correctness
+    # comes from deterministic reminder ids and insert-if-absent, not from this cursor.
+    materialized_through: Mapped[datetime | None]
+    # When the schedule last withdrew (cancelled) its open occurrences: a pause, a delete or
+    # a re-plan. Occurrences cancelled at or before it may be revived by a later plan.
+    withdrawn_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+schedules = Schedule.__table__
