@@ -13,12 +13,15 @@ import typer
 from rich.console import Console
 
 from app.cli_dead_letters import app as dead_letters_app
+from app.cli_embedded import demo_command, dispatch_command, use_bound_address_for_pushes
 from app.cli_infrai import check_command, setup_infrai_command, worker_command
 from app.db.migrations import upgrade_to_head
 from app.settings import Settings
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
 cli.add_typer(dead_letters_app, name="dead-letters")
+cli.command("dispatch")(dispatch_command)
+cli.command("demo")(demo_command)
 cli.command("worker")(worker_command)
 cli.command("check")(check_command)
 cli.command("setup-infrai")(setup_infrai_command)
@@ -50,7 +53,7 @@ def serve(
         bool | None, typer.Option("--migrate/--no-migrate", help="Migrate before serving.")
     ] = None,
 ) -> None:
-    """Serve the HTTP API with uvicorn (uvloop and httptools when installed)."""
+    """Serve the HTTP API with uvicorn (with the embedded queue: its dispatcher too)."""
     import uvicorn
 
     settings = _settings()
@@ -59,6 +62,7 @@ def serve(
     if settings.is_sqlite and workers > 1:
         console.print("[yellow]SQLite: one worker only (writes are serialized)[/yellow]")
         workers = 1
+    use_bound_address_for_pushes(host, port)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     uvicorn.run(
         "app.main:create_app",

@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.domain.retry import BackoffPolicy
+from app.settings_embedded import EmbeddedQueueSettings
 from app.settings_infrai import InfraiSettings, check_infrai_settings
 
 # Values that mean "somebody forgot to set this"; refused outside dev mode.
@@ -39,7 +40,9 @@ class Settings(BaseSettings):
     database_url: str = DEFAULT_SQLITE_URL
     database_pool_size: int = Field(default=16, ge=1)
 
-    queue: Literal["memory", "embedded", "infrai"] = "memory"
+    queue: Literal["memory", "embedded", "infrai"] = "embedded"
+    # The embedded queue's dispatcher: REMINDERS_EMBEDDED_* (app/settings_embedded.py).
+    embedded: EmbeddedQueueSettings = Field(default_factory=EmbeddedQueueSettings)
     queue_name: str = "reminders"
     # One queue per channel (explicit fan-out); empty → REMINDERS_QUEUE_NAME.
     email_queue: str = ""
