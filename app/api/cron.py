@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.domain.errors import Unauthenticated
+from app.observability import record_sweep
 from app.services.sweep import sweep
 
 from .deps import ContainerDep, bearer_token, token_matches
@@ -46,6 +47,7 @@ async def cron_sweep(request: Request, container: ContainerDep) -> JSONResponse:
         clock=container.clock,
         limits=container.sweep_limits,
     )
+    record_sweep(report)
     body = {
         "enqueued": report.enqueued,
         "messages": report.messages,

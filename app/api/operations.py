@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from . import dead_letters
+from app.observability import RequestIdMiddleware
+
+from . import dead_letters, metrics
 from .ui import admin
 
 
@@ -12,3 +14,5 @@ def install_operations(app: FastAPI) -> None:
     """Add the operator routes and middleware to an app (called once by ``create_app``)."""
     app.include_router(dead_letters.router)
     app.include_router(admin.router)
+    app.include_router(metrics.router)
+    app.add_middleware(RequestIdMiddleware)

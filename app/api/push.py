@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 
 from app.domain.errors import MalformedDelivery, PayloadTooLarge, Unauthenticated
 from app.domain.messages import Delivery
+from app.observability import record_delivery, record_push_refused
 from app.services.receive import Answer, quarantine, receive_delivery
 
 from .deps import Container, get_container
@@ -56,22 +57,21 @@ async def push(queue: str, request: Request) -> Response:
         container.push_format.authenticate(body, request.headers, now=time.time())
     except (PayloadTooLarge, Unauthenticated) as error:
         log.warning("push refused on queue %s: %s", queue[:64], error)
+        record_push_refused(
+            "too_large" if isinstance(error, PayloadTooLarge) else "unauthenticated"
+        )
         return error_response(error)
+    started = time.perf_counter()
     try:
         delivery = container.push_format.parse(queue, body)
     except MalformedDelivery as error:
-        placeholder = Delivery(queue=queue, message_id=_fallback_id(body), payload=None)
-        return answer_response(
-            await quarantine(container.receiver, placeholder, reason="malformed", error=str(error))
+        delivery = Delivery(queue=queue, message_id=_fallback_id(body), payload=None)
+        answer = await quarantine(
+            container.receiver, delivery, reason="malformed", error=str(error)
         )
-    answer = await receive_delivery(container.receiver, delivery)
-    log.info(
-        "delivery %s on %s: %s",
-        delivery.message_id,
-        queue[:64],
-        answer.outcome.value,
-        extra={"outcome": answer.outcome.value, "reminder_id": answer.reminder_id},
-    )
+    else:
+        answer = await receive_delivery(container.receiver, delivery)
+    record_delivery(delivery, answer, time.perf_counter() - started)
     return answer_response(answer)
 
 

@@ -1,0 +1,107 @@
+"""``GET /metrics``: process counters plus ledger gauges computed from the database now.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set, the counters and histograms of every worker process
+are merged (prometheus-client multiprocess mode); the ledger gauges come from the
+database, so any worker answers the same. If the database does not answer within
+``REMINDERS_READYZ_TIMEOUT_SECONDS`` the scrape still succeeds with
+``reminders_ledger_up 0`` and without the ledger gauges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from app.domain.errors import Unauthenticated
+from app.services.operations import LedgerFigures, ledger_figures
+
+from .deps import ContainerDep, bearer_token, token_matches
+
+router = APIRouter(include_in_schema=False)
+log = logging.getLogger("reminders.metrics")
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class LedgerCollector(Collector):
+    """Yields the gauges of one ledger snapshot (taken by the route just before)."""
+
+    def __init__(self, figures: LedgerFigures | None) -> None:
+        self.figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        """The ledger gauges, or only ``reminders_ledger_up 0`` when the read failed."""
+        up = GaugeMetricFamily("reminders_ledger_up", "1 when the ledger gauges were read.")
+        up.add_metric([], 0 if self.figures is None else 1)
+        yield up
+        if self.figures is not None:
+            yield from _ledger_metrics(self.figures)
+
+
+def _ledger_metrics(figures: LedgerFigures) -> Iterator[Metric]:
+    count = GaugeMetricFamily(
+        "reminders_dead_letters", "Open (not redriven) dead letters, by reason.", labels=["reason"]
+    )
+    oldest = GaugeMetricFamily(
+        "reminders_dead_letter_oldest_age_seconds",
+        "Age of the oldest open dead letter, by reason.",
+        labels=["reason"],
+    )
+    for reason, n, age in figures.dead_letters:
+        count.add_metric([reason], n)
+        oldest.add_metric([reason], age or 0.0)
+    yield count
+    yield oldest
+    yield GaugeMetricFamily(
+        "reminders_sends_stuck", "Sends in state sending past their lease.", figures.stuck_sends
+    )
+    yield GaugeMetricFamily(
+        "reminders_sweep_lag_seconds",
+        "How overdue the oldest still-scheduled reminder is (0 when none is).",
+        figures.sweep_lag_seconds,
+    )
+    if figures.queue_depth is not None:
+        depth = GaugeMetricFamily(
+            "reminders_embedded_queue_messages",
+            "Messages in the embedded queue, by queue and state.",
+            labels=["queue", "state"],
+        )
+        for queue, state, n in figures.queue_depth:
+            depth.add_metric([queue, state], n)
+        yield depth
+
+
+def process_registry() -> CollectorRegistry:
+    """This process's metrics, or every worker's merged in multiprocess mode."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
+
+
+@router.get("/metrics")
+async def metrics(request: Request, container: ContainerDep) -> Response:
+    """Prometheus exposition: counters, histograms and the ledger gauges."""
+    expected = container.settings.metrics_token
+    if expected.get_secret_value() and not token_matches(bearer_token(request), expected):
+        raise Unauthenticated("a valid bearer token (METRICS_TOKEN) is required")
+    figures: LedgerFigures | None = None
+    try:
+        async with asyncio.timeout(container.settings.readyz_timeout_seconds):
+            async with container.engine.connect() as conn:
+                figures = await ledger_figures(conn, now=container.clock())
+    except Exception as error:  # a scrape must still answer; the gauge says what is missing
+        log.warning("ledger gauges unavailable: %s", type(error).__name__)
+    ledger = CollectorRegistry(auto_describe=False)
+    ledger.register(LedgerCollector(figures))
+    body = generate_latest(process_registry()) + generate_latest(ledger)
+    return Response(body, media_type=CONTENT_TYPE)

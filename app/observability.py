@@ -1,0 +1,319 @@
+"""Metrics and structured logs: one JSON line and one set of counters per delivery decision.
+
+``record_delivery`` is the single place a delivery is counted and logged; the push route
+and the pull worker both call it right after ``receive_delivery``. Logs are structlog
+JSON on stdout, configured once at startup; a request id (from ``X-Request-ID`` or
+generated) rides on every line. Logs carry identifiers only: never a secret, never a
+message body, address or rendered text.
+
+Metrics work with several uvicorn workers through prometheus-client's multiprocess mode
+when ``PROMETHEUS_MULTIPROC_DIR`` is set (``reminders serve --workers N`` sets it up).
+The ledger-derived gauges are computed from the database at scrape time, so every
+worker reports the same values and they always equal the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import orjson
+import structlog
+from prometheus_client import Counter, Histogram
+
+from app.domain.errors import ProviderError
+from app.domain.messages import Delivery, RenderedMessage, SendResult
+from app.domain.ports import ChannelProvider
+from app.domain.states import Outcome
+from app.services.receive import Answer
+from app.services.sweep import SweepReport
+
+DELIVERIES = Counter(
+    "reminders_deliveries",
+    "Delivery decisions of the receiver, by queue, channel and outcome.",
+    ["queue", "channel", "outcome"],
+)
+DELIVERY_SECONDS = Histogram(
+    "reminders_delivery_duration_seconds",
+    "Time to decide one delivery (claim to answer), by queue.",
+    ["queue"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+CLAIMS = Counter("reminders_claims", "Ledger rows claimed for an attempt.", ["channel"])
+RECLAIMS = Counter(
+    "reminders_reclaims",
+    "Claims of a later attempt (attempt > 1): retries and expired leases taken over.",
+    ["channel"],
+)
+PROVIDER_SECONDS = Histogram(
+    "reminders_provider_latency_seconds",
+    "Provider call latency, by provider, channel and result (ok or the error class).",
+    ["provider", "channel", "result"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30),
+)
+PUSH_REFUSED = Counter(
+    "reminders_push_refused", "Pushes refused before parsing (401, 413).", ["reason"]
+)
+SWEEP_SECONDS = Histogram(
+    "reminders_sweep_duration_seconds",
+    "Duration of one sweep.",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 840),
+)
+SWEEP_ENQUEUED = Counter("reminders_sweep_enqueued", "Reminders the sweep marked enqueued.")
+SWEEP_MESSAGES = Counter("reminders_sweep_messages", "Messages the sweep published.")
+SWEEP_ERRORS = Counter("reminders_sweep_errors", "Sweeps stopped by a queue refusal.")
+
+# Outcomes only reachable after this delivery claimed the ledger row. TERMINAL and
+# DEAD_LETTERED also answer redeliveries of final rows; the claimed ones carry the
+# provider's error class as detail. BUSY after a claim means the lease was lost.
+_CLAIMED_OUTCOMES = frozenset(
+    {
+        Outcome.SENT,
+        Outcome.SUPPRESSED,
+        Outcome.CANCELLED,
+        Outcome.EXPIRED,
+        Outcome.STALE,
+        Outcome.RETRY,
+    }
+)
+
+log = structlog.get_logger("reminders.delivery")
+_LABEL_MAX = 64
+
+
+def was_claimed(answer: Answer) -> bool:
+    """True when the delivery behind this answer claimed the ledger row (an attempt)."""
+    if answer.outcome in _CLAIMED_OUTCOMES:
+        return True
+    if answer.outcome in (Outcome.TERMINAL, Outcome.DEAD_LETTERED):
+        return answer.detail is not None
+    return answer.outcome == Outcome.BUSY and answer.detail == "lease lost"
+
+
+def _safe_detail(answer: Answer) -> str | None:
+    # A rejection's detail can quote the unusable payload; keep only its reason label.
+    if answer.detail is None or answer.outcome != Outcome.REJECTED:
+        return answer.detail
+    return answer.detail.split(":", 1)[0]
+
+
+def record_delivery(delivery: Delivery, answer: Answer, duration: float) -> None:
+    """Count and log one delivery decision (called by the push route and the pull worker)."""
+    queue = delivery.queue[:_LABEL_MAX]
+    channel = answer.channel or "none"
+    DELIVERIES.labels(queue, channel, answer.outcome.value).inc()
+    DELIVERY_SECONDS.labels(queue).observe(duration)
+    if was_claimed(answer):
+        CLAIMS.labels(channel).inc()
+        if (answer.attempt or 0) > 1:
+            RECLAIMS.labels(channel).inc()
+    log.info(
+        "delivery",
+        queue=queue,
+        message_id=delivery.message_id,
+        ledger_key=f"{answer.reminder_id}:{channel}" if answer.reminder_id else None,
+        outcome=answer.outcome.value,
+        ack=answer.outcome.acknowledges,
+        attempt=answer.attempt,
+        queue_attempt=delivery.attempt,
+        retry_after=answer.retry_after,
+        detail=_safe_detail(answer),
+        duration_ms=round(duration * 1000, 3),
+    )
+
+
+def record_push_refused(reason: str) -> None:
+    """Count a push refused before parsing (the route already logs it)."""
+    PUSH_REFUSED.labels(reason).inc()
+
+
+def record_sweep(report: SweepReport) -> None:
+    """Count one sweep and log its report."""
+    SWEEP_SECONDS.observe(report.duration_ms / 1000)
+    SWEEP_ENQUEUED.inc(report.enqueued)
+    SWEEP_MESSAGES.inc(report.messages)
+    if report.error:
+        SWEEP_ERRORS.inc()
+    structlog.get_logger("reminders.sweep").info(
+        "sweep",
+        enqueued=report.enqueued,
+        messages=report.messages,
+        remaining=report.remaining,
+        duration_ms=report.duration_ms,
+        error=report.error,
+    )
+
+
+class InstrumentedProvider:
+    """Wraps a channel provider to time every call; behaves exactly like the wrapped one."""
+
+    def __init__(self, inner: ChannelProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    async def send(
+        self, message: RenderedMessage, *, idempotency_key: str, timeout: float
+    ) -> SendResult:
+        """Call the wrapped provider and observe its latency under its result."""
+        started, result = time.perf_counter(), "ok"
+        try:
+            return await self.inner.send(message, idempotency_key=idempotency_key, timeout=timeout)
+        except ProviderError as error:
+            result = error.error_class.value
+            raise
+        except BaseException:
+            result = "error"
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            PROVIDER_SECONDS.labels(self.name, message.channel, result).observe(elapsed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # close(), settings, ... of the wrapped provider
+
+
+def instrument_providers(providers: Mapping[str, ChannelProvider]) -> dict[str, ChannelProvider]:
+    """Every provider wrapped for latency metrics (done once, at build time)."""
+    return {channel: InstrumentedProvider(provider) for channel, provider in providers.items()}
+
+
+# --- Logging ---
+#
+# structlog events (the per-delivery line) take the fast path: processors render JSON and
+# a tiny writer puts it on stdout (measured ~10x cheaper than routing through stdlib
+# logging). Plain ``logging`` records of libraries and older modules go through one stdlib
+# handler that renders the same JSON shape.
+
+_SHARED_PROCESSORS: list[Any] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+]
+_stream: TextIO | None = None  # None: whatever sys.stdout is at write time (runners swap it)
+
+
+def _orjson_dumps(value: Any, **_: Any) -> str:
+    return orjson.dumps(value, default=str).decode()
+
+
+class JsonLineWriter:
+    """structlog's output: one rendered line per event, flushed (containers read pipes)."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+
+    def msg(self, message: str) -> None:
+        """Write one line."""
+        stream = _stream or sys.stdout
+        stream.write(message + "\n")
+        stream.flush()
+
+    debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+def _writer(name: str = "", *_: Any) -> JsonLineWriter:
+    return JsonLineWriter(name)
+
+
+def _configure_structlog(level: int) -> None:
+    structlog.configure(
+        processors=[
+            *_SHARED_PROCESSORS,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(serializer=_orjson_dumps),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=_writer,
+        cache_logger_on_first_use=True,
+    )
+
+
+_configure_structlog(logging.INFO)  # at import, so no logger is ever cached with defaults
+
+
+def json_formatter() -> logging.Formatter:
+    """Renders plain ``logging`` records as the same JSON lines."""
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=_SHARED_PROCESSORS,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(serializer=_orjson_dumps),
+        ],
+    )
+
+
+class StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to the configured stream, else whatever ``sys.stdout`` is at emit time."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        """The configured stream, else the current stdout."""
+        return _stream or sys.stdout
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass  # logging.StreamHandler.__init__ assigns it; the property decides
+
+
+def configure_logging(level: str = "INFO", *, stream: TextIO | None = None) -> None:
+    """JSON logs on stdout for structlog and stdlib loggers (idempotent; call at startup)."""
+    global _stream
+    _stream = stream
+    numeric = logging.getLevelNamesMapping()[level]
+    _configure_structlog(numeric)
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, StdoutHandler)]:
+        root.removeHandler(handler)
+    handler = StdoutHandler()
+    handler.setFormatter(json_formatter())
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    # uvicorn's own loggers propagate to the root handler instead of printing text.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+
+
+class RequestIdMiddleware:
+    """Pure ASGI: take a sane ``X-Request-ID`` or make one, bind it to every log line of the
+    request, and echo it in the response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve one ASGI connection with its request id bound."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _incoming_id(scope["headers"]) or uuid.uuid4().hex
+        header = (b"x-request-id", request_id.encode())
+
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), header]
+            await send(message)
+
+        tokens = structlog.contextvars.bind_contextvars(request_id=request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            structlog.contextvars.reset_contextvars(**tokens)
+
+
+def _incoming_id(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if name == b"x-request-id":
+            text = value.decode("latin-1")
+            return text if _REQUEST_ID.match(text) else None
+    return None

@@ -1,0 +1,69 @@
+"""What observability costs per delivery: ``record_delivery`` and the request-id middleware.
+
+``python -m bench.observability_cost`` prints microseconds per call, measured in-process
+(no network) so the numbers isolate our code: the metric updates plus the JSON log line
+written to /dev/null, and the ASGI middleware around a do-nothing app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from app.domain.messages import Delivery
+from app.domain.states import Outcome
+from app.observability import RequestIdMiddleware, configure_logging, record_delivery
+from app.services.receive import Answer
+
+N = 50_000
+
+
+def time_record_delivery() -> float:
+    """Microseconds per ``record_delivery`` call (metrics + one JSON line)."""
+    delivery = Delivery("reminders", "0193a9f1-6f1e-7c2a-9b7e-1234567890ab", {}, attempt=1)
+    answer = Answer(Outcome.SENT, reminder_id="digest:cust_1842:2026-W33", channel="email")
+    for _ in range(1000):
+        record_delivery(delivery, answer, 0.0012)
+    started = time.perf_counter()
+    for _ in range(N):
+        record_delivery(delivery, answer, 0.0012)
+    return (time.perf_counter() - started) / N * 1e6
+
+
+async def _bare(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _time_app(app: Any) -> float:
+    scope = {"type": "http", "headers": [(b"x-request-id", b"abc-123")]}
+
+    async def receive() -> dict[str, str]:
+        return {"type": "http.request"}
+
+    async def send(_message: Any) -> None:
+        return None
+
+    for _ in range(1000):
+        await app(scope, receive, send)
+    started = time.perf_counter()
+    for _ in range(N):
+        await app(scope, receive, send)
+    return (time.perf_counter() - started) / N * 1e6
+
+
+def main() -> None:
+    """Print the measurements."""
+    with open(os.devnull, "w") as sink:
+        configure_logging("INFO", stream=sink)
+        per_delivery = time_record_delivery()
+    bare = asyncio.run(_time_app(_bare))
+    wrapped = asyncio.run(_time_app(RequestIdMiddleware(_bare)))
+    print(f"record_delivery: {per_delivery:.1f} us/call")
+    print(f"request-id middleware: {wrapped - bare:.1f} us/request")
+
+
+if __name__ == "__main__":
+    main()
