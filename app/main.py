@@ -18,6 +18,7 @@ from app.db.engine import autocommit, create_engine
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
 from app.domain.unsubscribe import UnsubscribeLinks
+from app.observability import configure_logging, instrument_providers
 from app.services.receive import DeliveryPolicy, Receiver
 from app.services.sweep import SweepLimits
 from app.settings import Settings
@@ -54,7 +55,7 @@ def build_container(
     receiver = Receiver(
         engine=engine,
         autocommit=autocommit(engine),
-        providers=build_providers(settings, http=http),
+        providers=instrument_providers(build_providers(settings, http=http)),
         renderer=renderer,
         policy=policy,
         clock=clock,
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None, *, container: Container | None 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         built = container or build_container(settings or Settings())
         app.state.container = built
+        configure_logging(built.settings.log_level)
         try:
             yield
         finally:

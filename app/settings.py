@@ -80,6 +80,8 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     readyz_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     admin_session_seconds: float = Field(default=8 * 3600, gt=0)
+    # Optional bearer token of GET /metrics (empty: open; restrict it at the network then).
+    metrics_token: SecretStr = SecretStr("")
 
     # Channel providers (README "Channel providers"); secrets checked in _check_channels.
     email_from: str = "reminders@localhost"
