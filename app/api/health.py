@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
@@ -23,10 +25,16 @@ async def healthz() -> dict[str, str]:
 async def readyz(container: ContainerDep) -> JSONResponse:
     """Ready when the database answers and its schema is at the migrations' head."""
     expected = head_revisions()
+    limit = container.settings.readyz_timeout_seconds
     try:
-        async with container.engine.connect() as conn:
+        # A short bound: a load balancer's probe must not hang on a stuck pool or network.
+        async with asyncio.timeout(limit), container.engine.connect() as conn:
             rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
             current = frozenset(rows.scalars())
+    except TimeoutError:
+        return JSONResponse(
+            {"status": "unavailable", "database": f"no answer within {limit:g}s"}, status_code=503
+        )
     except Exception as error:  # any database failure means "not ready"
         return JSONResponse(
             {"status": "unavailable", "database": type(error).__name__}, status_code=503
