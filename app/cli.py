@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import logging
 import os
 from typing import Annotated
 
@@ -16,6 +15,7 @@ from app.cli_dead_letters import app as dead_letters_app
 from app.cli_embedded import demo_command, dispatch_command, use_bound_address_for_pushes
 from app.cli_infrai import check_command, setup_infrai_command, worker_command
 from app.db.migrations import upgrade_to_head
+from app.observability import configure_logging, prepare_metrics_dir
 from app.settings import Settings
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
@@ -63,7 +63,8 @@ def serve(
         console.print("[yellow]SQLite: one worker only (writes are serialized)[/yellow]")
         workers = 1
     use_bound_address_for_pushes(host, port)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(settings.log_level)  # JSON lines, uvicorn's own included
+    prepare_metrics_dir(workers)
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -75,6 +76,7 @@ def serve(
         proxy_headers=True,
         forwarded_allow_ips=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
         access_log=False,
+        log_config=None,  # keep the JSON logging configured above
     )
 
 

@@ -14,9 +14,12 @@ worker reports the same values and they always equal the ledger.
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
 import re
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -180,6 +183,26 @@ class InstrumentedProvider:
 def instrument_providers(providers: Mapping[str, ChannelProvider]) -> dict[str, ChannelProvider]:
     """Every provider wrapped for latency metrics (done once, at build time)."""
     return {channel: InstrumentedProvider(provider) for channel, provider in providers.items()}
+
+
+def prepare_metrics_dir(workers: int) -> str | None:
+    """Before uvicorn starts several workers: a clean ``PROMETHEUS_MULTIPROC_DIR`` they share.
+
+    Keeps an operator-set directory (emptied of a previous run's files), else makes a fresh
+    temporary one. Workers inherit the variable, so their counters land in that directory
+    and ``/metrics`` merges them. One worker needs nothing.
+    """
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if workers <= 1 and not directory:
+        return None
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        for stale in glob.glob(os.path.join(directory, "*.db")):
+            os.remove(stale)
+    else:
+        directory = tempfile.mkdtemp(prefix="reminders-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    return directory
 
 
 # --- Logging ---
