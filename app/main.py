@@ -19,6 +19,7 @@ from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
 from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import configure_logging, instrument_providers
+from app.services.background import BackgroundWork, runs_in_serve, start_background
 from app.services.receive import DeliveryPolicy, Receiver
 from app.services.sweep import SweepLimits
 from app.settings import Settings
@@ -72,7 +73,7 @@ def build_container(
         engine=engine,
         receiver=receiver,
         push_format=push_format,
-        publisher=publisher or build_publisher(settings),
+        publisher=publisher or build_publisher(settings, engine=engine, clock=clock),
         renderer=renderer,
         sweep_limits=SweepLimits(
             batch_size=settings.sweep_batch_size,
@@ -89,17 +90,45 @@ def _unsubscribe_links(settings: Settings) -> UnsubscribeLinks | None:
     return UnsubscribeLinks(settings.public_base_url, secret.encode()) if secret else None
 
 
-def create_app(settings: Settings | None = None, *, container: Container | None = None) -> FastAPI:
-    """The FastAPI application; pass a prepared container to inject clocks and fakes."""
+def start_embedded_work(container: Container) -> BackgroundWork:
+    """Start the embedded queue's dispatcher and sweep timer with the container's parts."""
+    return start_background(
+        container.settings,
+        container.engine,
+        container.publisher,
+        clock=container.clock,
+        rand=container.receiver.rand,
+        queue_for=container.queue_for,
+        sweep_limits=container.sweep_limits,
+    )
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    container: Container | None = None,
+    background: bool | None = None,
+) -> FastAPI:
+    """The FastAPI application; pass a prepared container to inject clocks and fakes.
+
+    ``background``: run the embedded queue's dispatcher and sweep timer in this process when
+    the settings ask for it (default: only when no container was injected).
+    """
+    in_background = container is None if background is None else background
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         built = container or build_container(settings or Settings())
         app.state.container = built
         configure_logging(built.settings.log_level)
+        work = None
+        if in_background and runs_in_serve(built.settings):
+            work = start_embedded_work(built)
         try:
             yield
         finally:
+            if work is not None:
+                await work.stop()  # before the engine goes: in-flight rounds finish
             if container is None:
                 await close_publisher(built.publisher)
                 await built.engine.dispose()

@@ -6,6 +6,7 @@ of our signing code. Loopback is allowlisted only where a test says so.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 
@@ -204,3 +205,17 @@ async def test_body_is_the_rendered_json(http, sink):
     await provider(http).send(hook(f"{base_url}/hook"), idempotency_key=KEY, timeout=5)
     assert json.loads(receiver.received[0]["body"]) == BODY
     assert receiver.received[0]["headers"]["Content-Type"] == "application/json"
+
+
+async def test_a_hanging_resolver_counts_against_the_timeout(http):
+    """DNS is inside the send's deadline: a resolver that never answers is ``dns_error``."""
+
+    async def never(host: str, port: int) -> list[str]:
+        await asyncio.Event().wait()
+        return []
+
+    with pytest.raises(TransientProviderError) as caught:
+        await provider(http, resolver=never).send(
+            hook("https://hooks.example/in"), idempotency_key=KEY, timeout=0.3
+        )
+    assert caught.value.detail_class == "dns_error"

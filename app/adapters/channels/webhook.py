@@ -11,7 +11,9 @@ other 4xx → permanent.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -70,7 +72,8 @@ class WebhookProvider:
         """POST the signed body to the vetted target and classify the answer."""
         if not message.recipient:
             raise PermanentProviderError("customer has no webhook_url", detail_class="no_recipient")
-        target = await vet_target(message.recipient, self.policy, self.resolver)
+        deadline = time.monotonic() + timeout
+        target = await self._vet(message.recipient, timeout)
         body = json.dumps(message.body or {}, separators=(",", ":"), sort_keys=True)
         headers = self._headers(target, idempotency_key, body)
         try:
@@ -80,7 +83,7 @@ class WebhookProvider:
                 headers=headers,
                 allow_redirects=False,
                 server_hostname=target.tls_server_name,
-                timeout=client_timeout(timeout),
+                timeout=client_timeout(max(0.01, deadline - time.monotonic())),
             ) as response:
                 await read_capped(response)  # bounded: we only need the status
                 return _classify(response)
@@ -88,6 +91,16 @@ class WebhookProvider:
             raise
         except (aiohttp.ClientError, TimeoutError) as error:
             raise classify_transport_error(error, what="webhook") from error
+
+    async def _vet(self, url: str, timeout: float) -> VettedTarget:
+        # DNS is part of the send's time budget; a resolver that hangs is a transient failure.
+        try:
+            async with asyncio.timeout(timeout):
+                return await vet_target(url, self.policy, self.resolver)
+        except TimeoutError as error:
+            raise TransientProviderError(
+                "resolving the webhook host timed out", detail_class="dns_error"
+            ) from error
 
     def _headers(self, target: VettedTarget, msg_id: str, body: str) -> dict[str, str]:
         timestamp = self.clock()
