@@ -197,8 +197,10 @@ def prepare_metrics_dir(workers: int) -> str | None:
         return None
     if directory:
         os.makedirs(directory, exist_ok=True)
+        mine = f"_{os.getpid()}.db"  # this process's live files (metrics defined at import)
         for stale in glob.glob(os.path.join(directory, "*.db")):
-            os.remove(stale)
+            if not stale.endswith(mine):
+                os.remove(stale)
     else:
         directory = tempfile.mkdtemp(prefix="reminders-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
