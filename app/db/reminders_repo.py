@@ -73,20 +73,23 @@ _SWEEPABLE = (
     r.c.due_at <= bindparam("horizon_end", type_=UTCDateTime()),
     or_(r.c.sweep_claimed_until.is_(None), r.c.sweep_claimed_until <= _NOW),
 )
+_DUE_IDS = (
+    select(r.c.id)
+    .where(*_SWEEPABLE)
+    .order_by(r.c.due_at)
+    .limit(bindparam("limit"))
+    # PostgreSQL: concurrent sweeps skip each other's rows instead of waiting.
+    # SQLite ignores this; its single writer serializes the statement instead.
+    .with_for_update(skip_locked=True)
+    # Evaluated once: as an IN subquery PostgreSQL may rescan it per row (nested-loop
+    # semi join), and each rescan skips the rows this UPDATE already changed and locks
+    # the next ones, so the LIMIT stopped bounding the batch.
+    .cte("due_ids")
+    .prefix_with("MATERIALIZED", dialect="postgresql")
+)
 _CLAIM_DUE = (
     update(r)
-    .where(
-        r.c.id.in_(
-            select(r.c.id)
-            .where(*_SWEEPABLE)
-            .order_by(r.c.due_at)
-            .limit(bindparam("limit"))
-            # PostgreSQL: concurrent sweeps skip each other's rows instead of waiting.
-            # SQLite ignores this; its single writer serializes the statement instead.
-            .with_for_update(skip_locked=True)
-        ),
-        *_SWEEPABLE,
-    )
+    .where(r.c.id.in_(select(_DUE_IDS.c.id)), *_SWEEPABLE)
     .values(sweep_claimed_until=bindparam("claim_until", type_=UTCDateTime()))
     .returning(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version)
 )
