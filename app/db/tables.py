@@ -82,6 +82,7 @@ class SendRecord(Base):
     __table_args__ = (
         UniqueConstraint("reminder_id", "channel", "provider"),
         Index("ix_send_records_state_lease_until", "state", "lease_until"),
+        Index("ix_send_records_updated_at", "updated_at"),  # 0004: outcome windows
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -113,6 +114,9 @@ class DeadLetter(Base):
     __tablename__ = "dead_letters"
     __table_args__ = (
         Index("ix_dead_letters_created_at", "created_at"),
+        # 0004: a reminder's dead letters; the open set (redriven_at IS NULL) oldest first.
+        Index("ix_dead_letters_reminder_id", "reminder_id"),
+        Index("ix_dead_letters_redriven_at_created_at", "redriven_at", "created_at"),
         # A queue message is dead-lettered once, however often it is redelivered.
         UniqueConstraint("queue", "message_id"),
     )
