@@ -40,6 +40,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("materialized_through", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("materialized_local", sa.String(length=16), nullable=True),
         sa.Column("withdrawn_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),

@@ -44,9 +44,12 @@ class Schedule(Base):
     state: Mapped[str] = mapped_column(String(16), default=ScheduleState.ACTIVE)
     # +1 on every change of the schedule row.
     version: Mapped[int] = mapped_column(Integer, default=1)
-    # Bookkeeping only: occurrences at or before this instant were materialized. Correctness
-    # comes from deterministic reminder ids and insert-if-absent, not from this cursor.
+    # Bookkeeping only (correctness comes from deterministic reminder ids and insert-if-
+    # absent): the instant the last pass reached, which decides when to visit again, and
+    # the local wall-clock time ("YYYY-MM-DDTHH:MM") it handled occurrences up to, where the
+    # next pass resumes (local, so a customer changing zone neither skips nor repeats one).
     materialized_through: Mapped[datetime | None]
+    materialized_local: Mapped[str | None] = mapped_column(String(16))
     # When the schedule last withdrew (cancelled) its open occurrences: a pause, a delete or
     # a re-plan. Occurrences cancelled at or before it may be revived by a later plan.
     withdrawn_at: Mapped[datetime | None]

@@ -75,11 +75,15 @@ async def update_schedule(
     )
 
 
-async def set_materialized_through(
-    conn: AsyncConnection, schedule_id: str, through: datetime
+async def set_materialized(
+    conn: AsyncConnection, schedule_id: str, *, through: datetime, local: str | None
 ) -> None:
-    """Move the bookkeeping cursor (not a change of the schedule: no version bump)."""
-    await conn.execute(update(s).where(s.c.id == schedule_id).values(materialized_through=through))
+    """Move the bookkeeping cursors (not a change of the schedule: no version bump)."""
+    await conn.execute(
+        update(s)
+        .where(s.c.id == schedule_id)
+        .values(materialized_through=through, materialized_local=local)
+    )
 
 
 async def claim_schedules_to_materialize(

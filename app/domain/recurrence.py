@@ -41,7 +41,7 @@ KEY_LENGTH = len("2026-08-17T09:00")
 _REFUSED_FREQS = frozenset({"SECONDLY", "MINUTELY"})
 _REFUSED_PARTS = frozenset({"DTSTART", "BYSECOND"})
 _LOCAL_TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
-# Offsets are sampled this far around the window's edges to bound the local candidates.
+# Offsets are sampled this far around the window's end to bound the local candidates.
 _NEIGHBOURHOOD = (timedelta(days=-2), timedelta(0), timedelta(days=2))
 
 
@@ -219,18 +219,18 @@ def _cron_candidates(recurrence: Recurrence, low: datetime, high: datetime) -> I
         yield local
 
 
-def _local_bounds(after: datetime, until: datetime, zone: ZoneInfo) -> tuple[datetime, datetime]:
-    # A local time L resolves inside (after, until] only if L - offset lies there for an
-    # offset in force near the edges (a gap's jump included), so these bounds are safe.
+def wall_minute(instant: datetime, zone: ZoneInfo) -> datetime:
+    """The naive local wall-clock time of an instant in ``zone``, floored to the minute."""
+    return instant.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
+
+
+def _latest_local(until: datetime, zone: ZoneInfo) -> datetime:
+    # No local time after this can resolve at or before ``until``: resolution subtracts an
+    # offset in force near ``until`` (a gap's jump included).
     offsets = [
-        (edge + step).astimezone(zone).utcoffset() or timedelta(0)
-        for edge in (after, until)
-        for step in _NEIGHBOURHOOD
+        (until + step).astimezone(zone).utcoffset() or timedelta(0) for step in _NEIGHBOURHOOD
     ]
-    minute = timedelta(minutes=1)
-    low = after.astimezone(UTC).replace(tzinfo=None) + min(offsets) - minute
-    high = until.astimezone(UTC).replace(tzinfo=None) + max(offsets) + minute
-    return low, high
+    return until.astimezone(UTC).replace(tzinfo=None) + max(offsets) + timedelta(minutes=1)
 
 
 def occurrences_between(
@@ -238,7 +238,7 @@ def occurrences_between(
     *,
     zone: ZoneInfo,
     anchor: datetime,
-    after: datetime,
+    after_local: datetime,
     until: datetime,
     starts_at: datetime | None = None,
     ends_at: datetime | None = None,
@@ -246,30 +246,32 @@ def occurrences_between(
     quiet_zone: ZoneInfo | None = None,
     limit: int | None = None,
 ) -> list[Occurrence]:
-    """Occurrences whose instant ``at`` lies in (after, until], in order of ``at``.
+    """Occurrences with a local time after ``after_local`` and an instant up to ``until``.
 
-    ``anchor`` (UTC) is where an RRULE starts (its DTSTART's date in ``zone``). With a
-    ``limit``, the result is cut after ``limit`` occurrences, but never between two that
-    share an instant, so "everything up to the last ``at``" stays a true statement.
+    Progress is measured in local wall-clock time, the occurrences' identity: resuming
+    from the last local time returned neither repeats nor skips one, even if the zone
+    changed in between. ``anchor`` (UTC) is where an RRULE starts (its DTSTART's date in
+    ``zone``). At most ``limit`` occurrences, in order.
     """
     shift = timedelta(days=recurrence.offset_days)
-    low, high = _local_bounds(after, until, zone)
-    low, high = low - shift, high - shift
+    low, high = after_local - shift, _latest_local(until, zone) - shift
     if recurrence.rrule is not None:
         candidates = _rrule_candidates(recurrence, anchor.astimezone(zone).date(), low, high)
     else:
         candidates = _cron_candidates(recurrence, low, high)
     found: list[Occurrence] = []
     # Resolution is monotonic (a later local time never maps to an earlier instant), so
-    # candidates arrive in order of ``at`` and the walk can stop early.
+    # the walk can stop at the first instant past ``until``.
     for nominal in candidates:
         local = nominal + shift
+        if local <= after_local:
+            continue
         at = resolve_local(local, zone)
         if at > until or (ends_at and at > ends_at):
             break
-        if at <= after or (starts_at and at < starts_at):
+        if starts_at and at < starts_at:
             continue
-        if limit is not None and len(found) >= limit and at != found[-1].at:
-            break
         found.append(Occurrence(local, at, apply_quiet_hours(at, quiet, quiet_zone or zone)))
+        if limit is not None and len(found) >= limit:
+            break
     return found

@@ -4,8 +4,9 @@ A schedule generates ordinary ``reminders`` rows, one per occurrence, with the
 deterministic id ``{schedule_id}:{local date-time}`` (the occurrence's nominal wall-clock
 time in the schedule's zone, e.g. ``digest-42:2026-08-17T09:00``). Every write is
 insert-if-absent, so re-runs, overlapping sweeps, a crash between two statements or a
-catch-up after a long pause can neither duplicate nor skip an occurrence; the
-``materialized_through`` cursor only saves work.
+catch-up after a long pause can neither duplicate nor skip an occurrence; the cursors
+(``materialized_through``, the instant reached, and ``materialized_local``, the local
+wall-clock time a pass resumes after) only save work.
 
 - **Materialization**: each sweep creates the occurrences whose instant falls inside the
   queue's delay horizon (``now + max_delay``), bounded per schedule and per sweep.
@@ -21,8 +22,10 @@ catch-up after a long pause can neither duplicate nor skip an occurrence; the
   pause are not created. An occurrence cancelled by hand through the reminders API stays
   cancelled unless a later withdrawal covered it.
 - **Time zone**: ``time_zone`` null means the customer's zone *at materialization*; a
-  customer who moves changes only occurrences not materialized yet (up to one horizon
-  ahead keeps the old zone). Quiet hours are read the same way.
+  customer who moves changes only occurrences not materialized yet (those inside the
+  horizon keep their instant). Passes resume after the last *local* time handled, so a
+  move neither skips nor repeats an occurrence; one whose new instant has already passed
+  goes out at once. Quiet hours are read the same way (at materialization).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -39,6 +43,7 @@ from app.db import customers_repo, ledger_repo, schedules_repo
 from app.db.schedule_tables import ScheduleState
 from app.domain.errors import Conflict, InvalidInput, NotFound, ReminderRelayError
 from app.domain.recurrence import (
+    KEY_FORMAT,
     Occurrence,
     QuietHours,
     Recurrence,
@@ -46,6 +51,7 @@ from app.domain.recurrence import (
     parse_local_time,
     parse_recurrence,
     parse_zone,
+    wall_minute,
 )
 
 log = logging.getLogger("reminders.schedules")
@@ -204,8 +210,10 @@ async def _replan(
         await schedules_repo.withdraw_occurrences(conn, schedule_id, now=now, due_after=now)
     schedule = await schedules_repo.lock_schedule(conn, schedule_id)
     assert schedule is not None
+    lookback = _REPLAN_LOOKBACK if _quiet_hours(schedule) else timedelta(0)
+    start = wall_minute(now - lookback, _zones(schedule)[0])
     await materialize_one(
-        conn, schedule, after=now - _REPLAN_LOOKBACK, until=horizon_end, due_after=now, now=now
+        conn, schedule, after_local=start, until=horizon_end, due_after=now, now=now
     )
 
 
@@ -229,17 +237,22 @@ def _quiet_hours(schedule: dict[str, Any]) -> QuietHours | None:
     return window if window.start != window.end else None
 
 
-def plan(
-    schedule: dict[str, Any], *, after: datetime, until: datetime, limit: int | None
-) -> list[Occurrence]:
-    """The schedule's occurrences with instants in (after, until] (a row with customer fields)."""
+def _zones(schedule: dict[str, Any]) -> tuple[ZoneInfo, ZoneInfo]:
     customer_zone = parse_zone(schedule["customer_time_zone"])
     zone = parse_zone(schedule["time_zone"]) if schedule["time_zone"] else customer_zone
+    return zone, customer_zone
+
+
+def plan(
+    schedule: dict[str, Any], *, after_local: datetime, until: datetime, limit: int | None
+) -> list[Occurrence]:
+    """The occurrences after a local time, up to an instant (a row with customer fields)."""
+    zone, customer_zone = _zones(schedule)
     return occurrences_between(
         _recurrence(schedule),
         zone=zone,
         anchor=schedule["starts_at"] or schedule["created_at"],
-        after=after,
+        after_local=after_local,
         until=until,
         starts_at=schedule["starts_at"],
         ends_at=schedule["ends_at"],
@@ -253,14 +266,21 @@ async def materialize_one(
     conn: AsyncConnection,
     schedule: dict[str, Any],
     *,
-    after: datetime,
+    after_local: datetime,
     until: datetime,
     now: datetime,
     due_after: datetime | None = None,
 ) -> tuple[int, datetime]:
-    """Create (or revive) the occurrences in (after, until]; (how many, the new cursor)."""
-    found = plan(schedule, after=after, until=until, limit=OCCURRENCES_PER_PASS)
-    cursor = found[-1].at if len(found) >= OCCURRENCES_PER_PASS else until
+    """Create (or revive) occurrences after ``after_local`` up to ``until``; (how many, cursor).
+
+    The cursor is the instant this pass reached: ``until``, or the last occurrence's when
+    the pass was cut at ``OCCURRENCES_PER_PASS``.
+    """
+    found = plan(schedule, after_local=after_local, until=until, limit=OCCURRENCES_PER_PASS)
+    if len(found) >= OCCURRENCES_PER_PASS:
+        cursor, local = found[-1].at, found[-1].local
+    else:
+        cursor, local = until, max(after_local, wall_minute(until, _zones(schedule)[0]))
     wanted = [item for item in found if due_after is None or item.due_at > due_after]
     rows = [_occurrence_row(schedule, item) for item in wanted]
     revived = await schedules_repo.revivable_occurrences(
@@ -273,7 +293,9 @@ async def materialize_one(
         await ledger_repo.reset_open_sends(conn, reminder_id, now=now)
     fresh = [row for row in rows if row["id"] not in revived]
     created = await schedules_repo.insert_occurrences(conn, fresh, now=now)
-    await schedules_repo.set_materialized_through(conn, schedule["id"], cursor)
+    await schedules_repo.set_materialized(
+        conn, schedule["id"], through=cursor, local=local.strftime(KEY_FORMAT)
+    )
     return created + len(revived), cursor
 
 
@@ -320,12 +342,20 @@ async def materialize_schedules(
 async def _materialize_claimed(
     conn: AsyncConnection, schedule: dict[str, Any], now: datetime, horizon_end: datetime
 ) -> tuple[int, datetime]:
-    after = schedule["materialized_through"] or schedule["created_at"]
     try:
-        return await materialize_one(conn, schedule, after=after, until=horizon_end, now=now)
+        start = _resume_point(schedule)
+        return await materialize_one(conn, schedule, after_local=start, until=horizon_end, now=now)
     except ReminderRelayError as error:
         # Validated on input, so only a vanished tzdata zone gets here. Skip the window
         # rather than block every other schedule behind this one; the log says which.
         log.error("schedule %s cannot be materialized: %s", schedule["id"], error)
-        await schedules_repo.set_materialized_through(conn, schedule["id"], horizon_end)
+        await schedules_repo.set_materialized(
+            conn, schedule["id"], through=horizon_end, local=schedule["materialized_local"]
+        )
         return 0, horizon_end
+
+
+def _resume_point(schedule: dict[str, Any]) -> datetime:
+    if schedule["materialized_local"]:
+        return datetime.strptime(schedule["materialized_local"], KEY_FORMAT)
+    return wall_minute(schedule["created_at"], _zones(schedule)[0])

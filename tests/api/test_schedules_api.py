@@ -296,3 +296,27 @@ async def test_unknown_schedules_are_404(client):
 async def test_schedules_require_the_api_token(client):
     """No bearer token, no schedules."""
     assert (await client.get("/v1/schedules/x")).status_code == 401
+
+
+async def test_a_customer_moving_east_near_the_horizon_loses_no_occurrence(
+    client, clock, publisher, provider, container
+):
+    """New York → Berlin just before the horizon reaches Monday 09:00: it is still sent once."""
+    clock.set(utc(2026, 8, 10, 8))
+    await put_customer(client, "cust_1", time_zone="America/New_York")
+    await put_schedule(client, "digest-1", **WEEKLY)
+    # Horizon: 2026-08-17 08:00 UTC. Monday 09:00 New York (13:00 UTC) is beyond it.
+    assert [row["id"] for row in await occurrence_rows(container.engine)] == [
+        "digest-1:2026-08-10T09:00"
+    ]
+    await put_customer(client, "cust_1", time_zone="Europe/Berlin")
+    queue = TimedQueue(client, publisher, clock)
+    for hours in range(1, 8 * 24, 6):
+        await queue.sweep_at(utc(2026, 8, 10, 8) + timedelta(hours=hours))
+    rows = {row["id"]: row["due_at"] for row in await occurrence_rows(container.engine)}
+    assert rows["digest-1:2026-08-10T09:00"] == utc(2026, 8, 10, 13)  # kept its instant
+    assert rows["digest-1:2026-08-17T09:00"] == utc(2026, 8, 17, 7)  # in Berlin now, not skipped
+    assert provider_sends(provider) == {
+        "digest-1:2026-08-10T09:00": 1,
+        "digest-1:2026-08-17T09:00": 1,
+    }

@@ -17,6 +17,7 @@ from app.domain.recurrence import (
     occurrences_between,
     parse_recurrence,
     resolve_local,
+    wall_minute,
 )
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -42,7 +43,12 @@ def cron(expression: str, offset_days: int = 0) -> Recurrence:
 
 def instants(recurrence: Recurrence, zone: ZoneInfo, after: datetime, until: datetime, **kw):
     found = occurrences_between(
-        recurrence, zone=zone, anchor=ANCHOR, after=after, until=until, **kw
+        recurrence,
+        zone=zone,
+        anchor=ANCHOR,
+        after_local=wall_minute(after, zone),
+        until=until,
+        **kw,
     )
     return [(item.key, item.at) for item in found]
 
@@ -129,7 +135,7 @@ def test_kolkata_has_the_same_utc_time_all_year():
     """A zone without DST maps 09:00 to 03:30 UTC on every day of the year."""
     found = occurrences_between(
         rule("FREQ=DAILY", "09:00"), zone=KOLKATA, anchor=ANCHOR,
-        after=utc(2026, 1, 1), until=utc(2027, 1, 1),
+        after_local=datetime(2026, 1, 1), until=utc(2027, 1, 1),
     )  # fmt: skip
     assert len(found) == 365
     assert {(item.at.hour, item.at.minute) for item in found} == {(3, 30)}
@@ -152,7 +158,7 @@ def test_starts_at_and_ends_at_bound_the_occurrences():
     """Nothing before starts_at or after ends_at, both inclusive."""
     found = occurrences_between(
         rule("FREQ=DAILY", "09:00"), zone=ZoneInfo("UTC"), anchor=ANCHOR,
-        after=utc(2026, 1, 1), until=utc(2026, 2, 1),
+        after_local=datetime(2026, 1, 1), until=utc(2026, 2, 1),
         starts_at=utc(2026, 1, 10, 9), ends_at=utc(2026, 1, 12, 9),
     )  # fmt: skip
     assert [item.key for item in found] == [
@@ -162,18 +168,36 @@ def test_starts_at_and_ends_at_bound_the_occurrences():
     ]
 
 
-def test_a_limit_never_splits_occurrences_that_share_an_instant():
-    """Two nominal times in one gap resolve to one instant; a cut keeps both."""
+def test_a_walk_resumes_after_the_last_local_time_even_inside_a_gap():
+    """Five local times in the spring gap share one instant; limit=2 walks still get each once."""
     every_quarter = cron("*/15 2-3 29 3 *")  # 02:00..03:45 Berlin on the spring-forward day
-    found = occurrences_between(
-        every_quarter, zone=BERLIN, anchor=ANCHOR, after=utc(2026, 3, 28), until=utc(2026, 3, 30),
-        limit=1,
-    )  # fmt: skip
-    assert [item.key for item in found] == [
+    keys, cursor = [], datetime(2026, 3, 28)
+    while part := occurrences_between(
+        every_quarter, zone=BERLIN, anchor=ANCHOR, after_local=cursor, until=utc(2026, 3, 30),
+        limit=2,
+    ):  # fmt: skip
+        keys += [item.key for item in part]
+        cursor = part[-1].local
+    assert keys == [
         "2026-03-29T02:00", "2026-03-29T02:15", "2026-03-29T02:30", "2026-03-29T02:45",
-        "2026-03-29T03:00",
+        "2026-03-29T03:00", "2026-03-29T03:15", "2026-03-29T03:30", "2026-03-29T03:45",
     ]  # fmt: skip
-    assert {item.at for item in found} == {utc(2026, 3, 29, 1)}
+
+
+def test_a_zone_change_between_walks_neither_skips_nor_repeats():
+    """Monday 09:00: walked in New York up to a cursor, then in Berlin, every Monday once."""
+    weekly = cron("0 9 * * 1")
+    until = utc(2026, 8, 17, 8)  # before 09:00 in New York (13:00 UTC), after it in Berlin
+    first = occurrences_between(
+        weekly, zone=NEW_YORK, anchor=ANCHOR, after_local=datetime(2026, 8, 1), until=until
+    )
+    cursor = max(datetime(2026, 8, 1), wall_minute(until, NEW_YORK))
+    then = occurrences_between(weekly, zone=BERLIN, anchor=ANCHOR, after_local=cursor, until=until)
+    assert [(item.key, item.at) for item in first + then] == [
+        ("2026-08-03T09:00", utc(2026, 8, 3, 13)),
+        ("2026-08-10T09:00", utc(2026, 8, 10, 13)),
+        ("2026-08-17T09:00", utc(2026, 8, 17, 7)),  # Berlin's 09:00 is already inside
+    ]
 
 
 @pytest.mark.parametrize(
@@ -302,18 +326,18 @@ def test_quiet_hours_never_leave_an_occurrence_inside_the_window(zone, moment, s
     limit=st.integers(5, 40),
 )
 def test_walking_in_bounded_chunks_equals_one_walk(zone, expression, limit):
-    """Cutting at ``limit`` and resuming after the last instant misses and repeats nothing."""
+    """Cutting at ``limit`` and resuming after the last local time misses and repeats nothing."""
     recurrence = cron(expression)
-    after, until = utc(2026, 3, 27), utc(2026, 4, 6)  # Berlin's and Lord Howe's transitions
-    whole = occurrences_between(recurrence, zone=zone, anchor=ANCHOR, after=after, until=until)
-    chunks, cursor = [], after
-    while True:
-        part = occurrences_between(
-            recurrence, zone=zone, anchor=ANCHOR, after=cursor, until=until, limit=limit
-        )
-        if not part:
-            break
+    start, until = datetime(2026, 3, 27), utc(2026, 4, 6)  # Berlin's and Lord Howe's changes
+    whole = occurrences_between(
+        recurrence, zone=zone, anchor=ANCHOR, after_local=start, until=until
+    )
+    chunks, cursor = [], start
+    while part := occurrences_between(
+        recurrence, zone=zone, anchor=ANCHOR, after_local=cursor, until=until, limit=limit
+    ):
         chunks.extend(part)
-        cursor = part[-1].at
+        cursor = part[-1].local
     assert chunks == whole
     assert len({item.key for item in whole}) == len(whole)
+    assert [item.at for item in whole] == sorted(item.at for item in whole)
