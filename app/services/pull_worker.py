@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from app.domain.errors import ReminderRelayError
 from app.domain.messages import Delivery
 from app.domain.ports import QueueConsumer
 from app.domain.retry import BackoffPolicy, RandomSource
+from app.observability import record_delivery
 from app.services.receive import Answer, Receiver, receive_delivery
 
 log = logging.getLogger("reminders.worker")
@@ -125,10 +127,11 @@ async def handle_delivery(
     receiver: Receiver, consumer: QueueConsumer, delivery: Delivery, stats: WorkerStats
 ) -> Answer:
     """Run the receiver core on one message, then ack or nack it."""
+    started = time.perf_counter()
     answer = await receive_delivery(receiver, delivery)
+    record_delivery(delivery, answer, time.perf_counter() - started)
     stats.deliveries += 1
     stats.outcomes[answer.outcome.value] += 1
-    _observe(delivery, answer)
     if answer.outcome.acknowledges:
         await consumer.ack(delivery.queue, delivery.message_id)
         stats.acked += 1
@@ -139,13 +142,3 @@ async def handle_delivery(
     else:
         stats.left_to_expire += 1
     return answer
-
-
-def _observe(delivery: Delivery, answer: Answer) -> None:
-    log.info(
-        "delivery %s on %s: %s",
-        delivery.message_id,
-        delivery.queue[:64],
-        answer.outcome.value,
-        extra={"outcome": answer.outcome.value, "reminder_id": answer.reminder_id},
-    )

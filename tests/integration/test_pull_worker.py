@@ -6,6 +6,7 @@ import asyncio
 import random
 
 import pytest
+from prometheus_client import REGISTRY
 
 from app.adapters.queues.infrai import InfraiPublisher
 from app.adapters.queues.infrai_consumer import InfraiConsumer
@@ -183,3 +184,11 @@ async def test_consume_failures_are_counted_and_backed_off(container, consumer, 
         container.receiver, consumer, CONFIG, stop=stop, rand=random.Random(1), wait=wait
     )
     assert stats.errors == 1 and len(waits) == 1
+
+
+async def test_the_worker_counts_deliveries_like_the_push_route(swept, container, consumer):
+    """Each pulled delivery is recorded by record_delivery: the same metric as a push."""
+    labels = {"queue": QUEUE, "channel": "email", "outcome": "sent"}
+    before = REGISTRY.get_sample_value("reminders_deliveries_total", labels) or 0.0
+    await poll_once(container.receiver, consumer, CONFIG, WorkerStats())
+    assert REGISTRY.get_sample_value("reminders_deliveries_total", labels) == before + 1
