@@ -45,9 +45,9 @@ class Schedule(Base):
     # +1 on every change of the schedule row.
     version: Mapped[int] = mapped_column(Integer, default=1)
     # Bookkeeping only (correctness comes from deterministic reminder ids and insert-if-
-    # absent): the instant the last pass reached, which decides when to visit again, and
-    # the local wall-clock time ("YYYY-MM-DDTHH:MM") it handled occurrences up to, where the
-    # next pass resumes (local, so a customer changing zone neither skips nor repeats one).
+    # absent): when a sweep should visit again (once the horizon passes it), and the local
+    # wall-clock time ("YYYY-MM-DDTHH:MM") occurrences were handled up to, where the next
+    # pass resumes (local, so a customer changing zone neither skips nor repeats one).
     materialized_through: Mapped[datetime | None]
     materialized_local: Mapped[str | None] = mapped_column(String(16))
     # When the schedule last withdrew (cancelled) its open occurrences: a pause, a delete or

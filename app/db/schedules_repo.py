@@ -89,7 +89,7 @@ async def set_materialized(
 async def claim_schedules_to_materialize(
     conn: AsyncConnection, *, horizon_end: datetime, limit: int
 ) -> list[dict[str, Any]]:
-    """Active schedules not yet materialized up to ``horizon_end``, least advanced first.
+    """Active schedules due for a visit (``materialized_through`` before the horizon).
 
     PostgreSQL locks them (skipping rows another sweep or a PUT holds) until the caller's
     transaction ends; SQLite's single writer serializes instead.

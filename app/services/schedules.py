@@ -69,6 +69,11 @@ UPCOMING_SHOWN = 20
 # Quiet hours can push an occurrence up to a day later; a re-plan looks back this far so
 # an occurrence whose instant passed but whose (moved) due time has not is planned again.
 _REPLAN_LOOKBACK = timedelta(days=1, hours=1)
+# The widest gap between two UTC offsets (-12:00 to +14:00): the most a customer moving
+# zone can pull an occurrence forward.
+_ZONE_SLACK = timedelta(hours=26)
+# How far ahead the next occurrence is looked for when deciding the next visit.
+_LOOKAHEAD = timedelta(days=400)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,14 +278,15 @@ async def materialize_one(
 ) -> tuple[int, datetime]:
     """Create (or revive) occurrences after ``after_local`` up to ``until``; (how many, cursor).
 
-    The cursor is the instant this pass reached: ``until``, or the last occurrence's when
-    the pass was cut at ``OCCURRENCES_PER_PASS``.
+    The cursor is when the schedule needs a visit again: the last occurrence's instant when
+    the pass was cut at ``OCCURRENCES_PER_PASS``, else a day before its next occurrence.
     """
     found = plan(schedule, after_local=after_local, until=until, limit=OCCURRENCES_PER_PASS)
     if len(found) >= OCCURRENCES_PER_PASS:
         cursor, local = found[-1].at, found[-1].local
     else:
-        cursor, local = until, max(after_local, wall_minute(until, _zones(schedule)[0]))
+        local = max(after_local, wall_minute(until, _zones(schedule)[0]))
+        cursor = _next_visit(schedule, local, until)
     wanted = [item for item in found if due_after is None or item.due_at > due_after]
     rows = [_occurrence_row(schedule, item) for item in wanted]
     revived = await schedules_repo.revivable_occurrences(
@@ -297,6 +303,15 @@ async def materialize_one(
         conn, schedule["id"], through=cursor, local=local.strftime(KEY_FORMAT)
     )
     return created + len(revived), cursor
+
+
+def _next_visit(schedule: dict[str, Any], local: datetime, until: datetime) -> datetime:
+    # Sweeps skip the schedule until the horizon comes within a day of its next occurrence
+    # (more than any zone move can pull it forward), so a weekly schedule costs one visit
+    # a week, not one per sweep.
+    upcoming = plan(schedule, after_local=local, until=until + _LOOKAHEAD, limit=1)
+    revisit = upcoming[0].at if upcoming else until + _LOOKAHEAD
+    return max(until, revisit - _ZONE_SLACK)
 
 
 def _occurrence_row(schedule: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from app.services.schedules import OCCURRENCES_PER_PASS, materialize_schedules
-from tests.support.flow import put_customer
+from tests.support.flow import API, put_customer, sweep
 from tests.support.schedules import occurrence_rows, put_schedule
 
 pytestmark = pytest.mark.anyio
@@ -48,3 +48,31 @@ async def test_a_sweep_with_time_left_finishes_every_schedule(client, container,
     )
     assert written == 3 * (7 * 24 * 12 - OCCURRENCES_PER_PASS)
     assert len(await occurrence_rows(container.engine)) == 3 * 7 * 24 * 12
+
+
+async def test_sweeps_skip_a_schedule_until_its_next_occurrence_nears_the_horizon(
+    client, container, clock
+):
+    """A weekly schedule is revisited once the horizon is a day from its next occurrence."""
+    await put_customer(client, "c1", time_zone="Europe/Berlin")
+    created = await put_schedule(client, "weekly", customer_id="c1", cron="0 9 * * 1")
+    # Monday 2026-08-24 09:00 Berlin is 07:00 UTC; 26 hours before it:
+    revisit = datetime(2026, 8, 23, 5, tzinfo=UTC)
+    assert datetime.fromisoformat(created["materialized_through"]) == revisit
+    clock.set(revisit - timedelta(days=7, minutes=1))
+    await sweep(client)
+    assert await visit_cursor(client) == revisit  # not visited
+    clock.set(revisit - timedelta(days=7) + timedelta(hours=1))
+    await sweep(client)
+    assert await visit_cursor(client) == clock.now + timedelta(days=7)  # visited, then each sweep
+    clock.set(datetime(2026, 8, 17, 7, tzinfo=UTC))
+    await sweep(client)
+    assert [row["id"] for row in await occurrence_rows(container.engine)] == [
+        "weekly:2026-08-17T09:00",
+        "weekly:2026-08-24T09:00",
+    ]
+
+
+async def visit_cursor(client) -> datetime:
+    response = await client.get("/v1/schedules/weekly", headers=API)
+    return datetime.fromisoformat(response.json()["materialized_through"])
