@@ -19,6 +19,7 @@ from fastapi.encoders import jsonable_encoder
 from rich.console import Console
 from rich.table import Table
 
+from app.adapters.queues.registry import close_publisher
 from app.api.deps import Container
 from app.domain.errors import ReminderRelayError
 from app.domain.redrive import DeadLetterFilter, SendFilter, format_age, parse_duration
@@ -72,6 +73,7 @@ def _run(work: Callable[[Container], Awaitable[T]], *, publish: bool = False) ->
         try:
             return await work(container)
         finally:
+            await close_publisher(container.publisher)
             await container.engine.dispose()
 
     try:

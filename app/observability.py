@@ -274,10 +274,10 @@ def json_formatter() -> logging.Formatter:
     )
 
 
-class StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class StdoutHandler(logging.StreamHandler):
     """Writes to the configured stream, else whatever ``sys.stdout`` is at emit time."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         """The configured stream, else the current stdout."""
         return _stream or sys.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -11,6 +12,8 @@ from contextlib import contextmanager
 
 import uvicorn
 from fastapi import FastAPI
+
+from app.observability import StdoutHandler
 
 
 @contextmanager
@@ -54,5 +57,14 @@ def live_server(
         server.should_exit = True
         thread.join(timeout=20)
         sock.close()
+        _drop_json_logging()
         if failure:
             raise failure[0]
+
+
+def _drop_json_logging() -> None:
+    # The app's lifespan installed the JSON stdout handler for the whole process; later
+    # tests (and library threads outliving them) should not print through it.
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, StdoutHandler)]:
+        root.removeHandler(handler)
