@@ -55,7 +55,10 @@ async def transaction(container: ContainerDep) -> AsyncIterator[AsyncConnection]
         yield conn
 
 
-ConnectionDep = Annotated[AsyncConnection, Depends(transaction)]
+# scope="function": commit before the response is sent. With FastAPI's default ("request")
+# the commit ran after the client had its 200, so a follow-up request could miss the row
+# (seen on PostgreSQL), and a failed commit would still have answered 200.
+ConnectionDep = Annotated[AsyncConnection, Depends(transaction, scope="function")]
 
 
 def bearer_token(request: Request) -> str | None:

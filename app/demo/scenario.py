@@ -20,17 +20,20 @@ from typing import Any
 
 import httpx
 import uvicorn
+from pydantic import SecretStr
 
 from app.adapters.queues.embedded_dispatch import PushResult, dispatcher_from_settings
 from app.db import queue_repo, summary_repo
 from app.demo.clock import TravelClock
 from app.demo.endpoint import WebhookEndpoint
 from app.main import build_container, create_app
-from app.settings import Settings
+from app.settings import DEV_CHANNEL_SECRETS, Settings
 from app.settings_embedded import EmbeddedQueueSettings
 
-API = {"Authorization": "Bearer dev-api-token"}
-CRON = {"Authorization": "Bearer dev-cron-token"}
+# The demo's own credentials, whatever REMINDERS_* the environment holds.
+API_TOKEN, CRON_TOKEN = "demo-api-token", "demo-cron-token"
+API = {"Authorization": f"Bearer {API_TOKEN}"}
+CRON = {"Authorization": f"Bearer {CRON_TOKEN}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,11 @@ class Demo:
     def _settings(self, base_url: str) -> Settings:
         return Settings(
             dev_mode=True,
+            api_token=SecretStr(API_TOKEN),
+            cron_token=SecretStr(CRON_TOKEN),
+            admin_token=SecretStr("demo-admin-token"),
+            push_secrets=[SecretStr("demo-push-secret")],
+            webhook_signing_secret=SecretStr(DEV_CHANNEL_SECRETS["webhook_signing_secret"]),
             database_url=self.database_url,
             queue="embedded",
             queue_name="reminders",

@@ -1,0 +1,91 @@
+"""Fixtures of the end-to-end tests: a customer webhook endpoint, a ledger reader, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import queue_repo, summary_repo
+from app.db.engine import create_engine
+from tests.e2e.processes import Process
+from tests.support.channel_servers import serve
+
+
+@dataclass
+class Endpoint:
+    """A customer's webhook endpoint: scripted statuses first, then 200, each after ``delay``."""
+
+    script: list[int] = field(default_factory=list)
+    delay: float = 0.0
+    requests: list[str] = field(default_factory=list)  # webhook-id of every request
+    accepted: Counter[str] = field(default_factory=Counter)  # 2xx answers per webhook-id
+    url: str = ""
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/hook", self._hook)
+        return app
+
+    async def _hook(self, request: web.Request) -> web.Response:
+        await request.read()
+        webhook_id = request.headers.get("webhook-id", "")
+        self.requests.append(webhook_id)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        status = self.script.pop(0) if self.script else 200
+        if status < 300:
+            self.accepted[webhook_id] += 1
+        return web.Response(status=status, text="ok")
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[Endpoint]:
+    hook = Endpoint()
+    async with serve(hook.app()) as base_url:
+        hook.url = f"{base_url}/hook"
+        yield hook
+
+
+@dataclass
+class Ledger:
+    """Reads the ledger and the embedded queue of the test database."""
+
+    engine: AsyncEngine
+
+    async def rows(self) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            return await summary_repo.ledger_rows(conn)
+
+    async def sent(self) -> int:
+        return sum(1 for row in await self.rows() if row["state"] == "sent")
+
+    async def queue(self) -> dict[str, int]:
+        async with self.engine.connect() as conn:
+            return await queue_repo.count_by_state(conn)
+
+    async def queue_messages(self) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            return await queue_repo.list_messages(conn, limit=10_000)
+
+
+@pytest.fixture
+async def ledger(clean_database_url: str) -> AsyncIterator[Ledger]:
+    engine = create_engine(clean_database_url)
+    yield Ledger(engine)
+    await engine.dispose()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[Process]]:
+    """Every process a test starts is killed at teardown, whatever happened."""
+    started: list[Process] = []
+    yield started
+    for process in started:
+        process.stop()
