@@ -62,10 +62,12 @@ async def test_publish_sends_the_documented_body_key_header_and_canonical_json(
     assert stored.message_id == message_id
 
 
-async def test_delay_is_rounded_up_and_clamped_to_seven_days(publisher, fake_infrai):
-    """10.2 s becomes 11 s (never early); 8 days becomes the 7-day maximum."""
+async def test_delay_is_rounded_up_and_beyond_seven_days_refused(publisher, fake_infrai):
+    """10.2 s becomes 11 s (never early); 8 days is refused (clamping would deliver early)."""
     await publisher.publish(message(1, delay=10.2))
-    await publisher.publish(message(2, delay=8 * 24 * 3600))
+    await publisher.publish(message(2, delay=SEVEN_DAYS))
+    with pytest.raises(PublishError):
+        await publisher.publish(message(3, delay=8 * 24 * 3600))
     delays = [call.json["delay_seconds"] for call in fake_infrai.calls_to(PUBLISH)]
     assert delays == [11, SEVEN_DAYS]
     assert publisher.max_delay_seconds == SEVEN_DAYS

@@ -86,11 +86,13 @@ class WebhookProvider:
                 timeout=client_timeout(max(0.01, deadline - time.monotonic())),
             ) as response:
                 await read_capped(response)  # bounded: we only need the status
-                return _classify(response)
+                result = _classify(response)
         except ProviderError:
             raise
         except (aiohttp.ClientError, TimeoutError) as error:
             raise classify_transport_error(error, what="webhook") from error
+        # Receivers rarely send a request id; then the webhook-id is the ledger's reference.
+        return result if result.provider_request_id else SendResult(idempotency_key[:255])
 
     async def _vet(self, url: str, timeout: float) -> VettedTarget:
         # DNS is part of the send's time budget; a resolver that hangs is a transient failure.

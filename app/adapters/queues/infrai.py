@@ -58,7 +58,7 @@ class InfraiPublisher:
 
     async def publish(self, message: OutgoingMessage) -> str:
         """Publish one message; the same idempotency key returns the same message id."""
-        check_message(message)
+        check_message(message, self.max_delay_seconds)
         data = await self.api.call(
             "queue.publish",
             "POST",
@@ -71,7 +71,7 @@ class InfraiPublisher:
     async def publish_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Publish several messages (ids in order); falls back to single publishes."""
         for message in messages:
-            check_message(message)
+            check_message(message, self.max_delay_seconds)
         if not messages:
             return []
         if self.batch_available is not False:
@@ -114,8 +114,13 @@ class InfraiPublisher:
             await self.api.client.aclose()
 
 
-def check_message(message: OutgoingMessage) -> None:
-    """Refuse what Infrai would refuse, before spending a call: no key, over 256 KB."""
+def check_message(message: OutgoingMessage, max_delay_seconds: float = SEVEN_DAYS) -> None:
+    """Refuse what Infrai would refuse, before spending a call: no key, over 256 KB, a delay
+    outside 0..max (clamping it would deliver the message before it is due)."""
+    if not 0 <= message.delay_seconds <= max_delay_seconds:
+        raise PublishError(
+            f"delay_seconds {message.delay_seconds:.0f} outside 0..{max_delay_seconds:.0f}"
+        )
     if not message.idempotency_key:
         raise PublishError("idempotency_key is required on every publish")
     size = len(canonical_json(message.payload))
