@@ -1,10 +1,12 @@
 """Every row of the push answer table, asserted on HTTP status, JSON body and the ledger row."""
 
 import asyncio
+import dataclasses
 import math
 import random
 from datetime import timedelta
 
+from app.adapters.channels.outbox import OutboxProvider
 from app.domain.errors import PermanentProviderError, RateLimitedError, TransientProviderError
 from app.domain.messages import SendResult
 from tests.support.flow import (
@@ -402,3 +404,31 @@ async def test_reminder_is_done_only_when_every_channel_is_final(
     assert (await push_message(client, webhook)).json()["outcome"] == "sent"
     assert (await get_reminder(client, "r1"))["state"] == "done"
     assert provider.calls[2].message.recipient == "https://hooks.example.com/c1"
+
+
+async def test_real_outbox_provider_end_to_end(client, clock, container, publisher, tmp_path):
+    """With the real outbox provider: the email file is written once, and a customer without
+    a webhook URL makes the webhook send terminal (no recipient) instead of retrying."""
+    outbox = OutboxProvider(tmp_path / "real-outbox", fsync=False)
+    container.receiver = dataclasses.replace(
+        container.receiver, providers={"email": outbox, "webhook": outbox}
+    )
+    await put_customer(client, "c2")
+    await put_reminder(
+        client, "r2", customer_id="c2", due_at=clock.now, channels=("email", "webhook")
+    )
+    await sweep(client)
+    answers = {}
+    for message in publisher.drain():
+        answers[message.payload["channel"]] = (await push_message(client, message)).json()
+        clock.advance(minutes=10)
+        assert (await push_message(client, message)).json()["outcome"] in {"duplicate", "terminal"}
+    assert answers["email"]["outcome"] == "sent"
+    assert answers["webhook"]["outcome"] == "terminal"
+    reminder = await get_reminder(client, "r2")
+    records = {r["channel"]: r for r in reminder["send_records"]}
+    assert records["webhook"]["last_error_class"] == "no_recipient"
+    written = tmp_path / "real-outbox" / records["email"]["provider_request_id"]
+    assert written.is_file()
+    assert [p.name for p in (tmp_path / "real-outbox" / "email").iterdir()] == [written.name]
+    assert reminder["state"] == "done"

@@ -4,6 +4,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from app.domain.errors import PublishError
 from tests.support.flow import (
     API,
     CRON,
@@ -13,6 +14,7 @@ from tests.support.flow import (
     put_reminder,
     sweep,
 )
+from tests.support.recording import RecordingPublisher
 
 # Module-level anyio mark: parametrized async tests keep their parameters.
 pytestmark = pytest.mark.anyio
@@ -323,4 +325,21 @@ async def test_cron_refuses_missing_or_wrong_tokens(
     response = await client.post("/cron/sweep", **request_kwargs)
     assert response.status_code == 401
     assert publisher.messages == []
+    assert (await get_reminder(client, "r1"))["state"] == "scheduled"
+
+
+async def test_cron_answers_502_when_the_queue_refuses(client, clock, container, customer):
+    """A refused batch: 502 naming the error, and the reminder stays scheduled for next time."""
+    refusing = RecordingPublisher(clock)
+
+    async def refuse():
+        raise PublishError("queue said no")
+
+    refusing.before_batch = refuse
+    container.publisher = refusing
+    await put_reminder(client, "r1", customer_id="c1", due_at=clock.now)
+    response = await client.post("/cron/sweep", headers=CRON)
+    assert response.status_code == 502
+    assert response.json()["error"] == "queue said no"
+    assert (response.json()["enqueued"], response.json()["remaining"]) == (0, 1)
     assert (await get_reminder(client, "r1"))["state"] == "scheduled"
