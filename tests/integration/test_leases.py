@@ -202,3 +202,29 @@ async def test_late_worker_failure_does_not_undo_a_send(
     assert (row["state"], row["provider_request_id"], row["last_error"]) == ("sent", "from-B", None)
     assert row["next_attempt_at"] is None
     assert await dead_letter_rows(container.engine) == []
+
+
+async def test_late_worker_finalizing_during_the_new_workers_send_is_refused(
+    client, container, clock, provider, message
+):
+    """A's finalize while B (attempt 2) is still sending loses on the attempt fence."""
+    provider.script = [SendResult("from-A"), SendResult("from-B")]
+    gate_a = provider.gate = asyncio.Event()
+    worker_a = asyncio.create_task(push_message(client, message))
+    await provider.entered.wait()
+    clock.advance(seconds=61)
+    gate_b = provider.gate = asyncio.Event()
+    provider.entered.clear()
+    worker_b = asyncio.create_task(push_message(client, message))
+    await provider.entered.wait()
+    gate_a.set()
+    answer_a = await worker_a
+    assert (answer_a.status_code, answer_a.json()["outcome"]) == (503, "busy")
+    assert answer_a.json()["detail"] == "lease lost"
+    row = await the_row(container)
+    assert (row["state"], row["attempt_count"], row["provider_request_id"]) == ("sending", 2, None)
+    assert row["lease_until"] == clock.now + LEASE
+    gate_b.set()
+    assert (await worker_b).json()["outcome"] == "sent"
+    row = await the_row(container)
+    assert (row["state"], row["provider_request_id"]) == ("sent", "from-B")
