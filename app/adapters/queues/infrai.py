@@ -1,8 +1,8 @@
 """Infrai queue publisher over plain HTTP (no SDK): ``REMINDERS_QUEUE=infrai``.
 
 * ``POST /v1/queue/publish`` (documented) with ``queue``, ``payload``, ``delay_seconds``
-  (whole seconds, clamped to 0..7 days) and ``idempotency_key`` in the body *and* the
-  ``Idempotency-Key`` header: identical retries return the same message id.
+  (whole seconds, rounded up; outside 0..7 days refused) and ``idempotency_key`` in the
+  body *and* the ``Idempotency-Key`` header: identical retries return the same message id.
 * Batch publish (``/v1/queue/publish_batch``, seen in client code; path and body shape are
   settings) in chunks; when the route answers 404/405/501 the messages go out one by one
   and, once that works, the batch route is not tried again by this publisher.
