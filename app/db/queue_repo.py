@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from .queue_tables import queue_idempotency_keys, queue_messages
 from .types import UTCDateTime
 
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+_INSERTS: dict[str, Any] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 qm = queue_messages
 qk = queue_idempotency_keys
 READY = "ready"

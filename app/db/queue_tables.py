@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, Index, Integer, String, Text
+from sqlalchemy import JSON, Index, Integer, String, Table, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .tables import Base
@@ -48,5 +48,5 @@ class QueueIdempotencyKey(Base):
     published_at: Mapped[datetime] = mapped_column(index=True)
 
 
-queue_messages = QueueMessage.__table__
-queue_idempotency_keys = QueueIdempotencyKey.__table__
+queue_messages = cast(Table, QueueMessage.__table__)
+queue_idempotency_keys = cast(Table, QueueIdempotencyKey.__table__)

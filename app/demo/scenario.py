@@ -163,7 +163,7 @@ class Demo:
             backoff_base_seconds=10,
             backoff_cap_seconds=600,
             log_level="ERROR",
-        )  # type: ignore[call-arg]
+        )
 
     async def _close_container(self) -> None:
         http = getattr(self.container, "http", None)
