@@ -107,7 +107,9 @@ async def _dispatch(settings: Settings, *, once: bool) -> DispatchReport:
                 "dispatching to %s, %d at a time", dispatcher.target.base_url,
                 settings.embedded.concurrency,
             )  # fmt: skip
-            await dispatcher.run(stop, poll_interval=settings.embedded.poll_interval_seconds)
+            total = await dispatcher.run(
+                stop, poll_interval=settings.embedded.poll_interval_seconds
+            )
     finally:
         if pusher is not None:
             await pusher.close()

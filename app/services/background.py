@@ -36,7 +36,7 @@ class BackgroundWork:
 
     stop_event: asyncio.Event
     grace_seconds: float
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    tasks: list[asyncio.Task[object]] = field(default_factory=list)
     pusher: AiohttpPusher | None = None
 
     async def stop(self) -> None:

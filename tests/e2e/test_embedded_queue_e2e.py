@@ -139,7 +139,7 @@ async def test_stopping_the_service_mid_dispatch_and_starting_it_later_loses_not
 ):
     """SIGTERM while pushes are in flight: they finish; after a restart the rest go out once."""
     endpoint.delay = 0.2
-    port, count = free_port(), 30
+    port, count = free_port(), 20
     env = service_env(clean_database_url, tmp_path / "outbox", REMINDERS_EMBEDDED_CONCURRENCY="3")
     server = serve(env, port, tmp_path / "serve.log").start()
     processes.append(server)
@@ -210,7 +210,7 @@ async def test_a_dispatcher_killed_mid_run_redelivers_and_each_reminder_is_sent_
     """SIGKILL with pushes in flight: their claims expire, a new dispatcher delivers them again,
     and the ledger (and the endpoint) still see one send per (reminder, channel)."""
     endpoint.delay = 0.3
-    port, count = free_port(), 40
+    port, count = free_port(), 24
     env = service_env(
         clean_database_url,
         tmp_path / "outbox",

@@ -288,7 +288,8 @@ async def test_run_loop_delivers_and_stops_gracefully(engine, server, pusher):
             break
         await asyncio.sleep(0.01)
     stop.set()
-    await asyncio.wait_for(loop, 5)
+    total = await asyncio.wait_for(loop, 5)
+    assert (total.acknowledged, total.outcomes["sent"]) == (1, 1)
     assert len(server.received) == 1
     async with engine.connect() as conn:
         assert (await conn.execute(select(queue_messages.c.id))).all() == []

@@ -334,8 +334,9 @@ class Dispatcher:
         """Ask a sleeping ``run`` loop to poll now (a message was just published)."""
         self._wake.set()
 
-    async def run(self, stop: asyncio.Event, *, poll_interval: float) -> None:
+    async def run(self, stop: asyncio.Event, *, poll_interval: float) -> DispatchReport:
         """Poll until ``stop`` is set; the current round always finishes (graceful stop)."""
+        total = DispatchReport()
         while not stop.is_set():
             self._wake.clear()  # a publish during this round wakes the next idle at once
             try:
@@ -343,9 +344,11 @@ class Dispatcher:
             except Exception:  # a database hiccup must not end the loop
                 log.exception("dispatcher round failed; retrying after the poll interval")
                 report = DispatchReport()
+            total.add(report)
             if report.claimed >= self.limits.batch_size:
                 continue  # a full batch: more is probably due
             await self._idle(stop, poll_interval)
+        return total
 
     async def _idle(self, stop: asyncio.Event, seconds: float) -> None:
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
