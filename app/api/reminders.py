@@ -86,11 +86,12 @@ def _customer_values(body: CustomerIn, previous: dict[str, Any] | None, now: dat
     was_unsubscribed = previous.get("unsubscribed_at") if previous else None
     webhook_url = str(body.webhook_url) if body.webhook_url else None
     same_url = previous is not None and previous.get("webhook_url") == webhook_url
+    disabled_at = previous.get("webhook_disabled_at") if previous is not None and same_url else None
     return {
         "email": str(body.email) if body.email else None,
         "webhook_url": webhook_url,
         # A webhook disabled after 410 Gone stays disabled until the URL changes.
-        "webhook_disabled_at": previous.get("webhook_disabled_at") if same_url else None,
+        "webhook_disabled_at": disabled_at,
         "time_zone": body.time_zone,
         "opted_out_channels": sorted(set(body.opted_out_channels)),
         "unsubscribed_at": (was_unsubscribed or now) if body.unsubscribed else None,

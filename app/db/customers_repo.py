@@ -6,12 +6,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .dialects import insert_for
 from .tables import customers
-
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
 
 async def get_customer(conn: AsyncConnection, customer_id: str) -> dict[str, Any] | None:
@@ -24,8 +22,9 @@ async def upsert_customer(
     conn: AsyncConnection, customer_id: str, values: dict[str, Any], *, now: datetime
 ) -> None:
     """Create the customer or overwrite its fields (created_at is kept)."""
-    insert = _INSERTS[conn.dialect.name]
-    stmt = insert(customers).values(id=customer_id, created_at=now, updated_at=now, **values)
+    stmt = insert_for(conn, customers).values(
+        id=customer_id, created_at=now, updated_at=now, **values
+    )
     await conn.execute(
         stmt.on_conflict_do_update(
             index_elements=[customers.c.id], set_={**values, "updated_at": now}

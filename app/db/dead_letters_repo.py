@@ -6,15 +6,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.redrive import DeadLetterFilter
 
+from .dialects import insert_for
 from .operations_repo import as_utc
 from .tables import dead_letters, send_records
-
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
 
 async def add_dead_letter(
@@ -34,9 +32,8 @@ async def add_dead_letter(
     first_failed_at: datetime | None = None,
 ) -> None:
     """Record one message operators must look at (once per queue message id)."""
-    insert = _INSERTS[conn.dialect.name]
     await conn.execute(
-        insert(dead_letters)
+        insert_for(conn, dead_letters)
         .values(
             send_record_id=send_record_id,
             queue=_fit(queue, 200),

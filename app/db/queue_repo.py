@@ -12,13 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, select, tuple_, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .dialects import insert_for
 from .queue_tables import queue_idempotency_keys, queue_messages
 from .types import UTCDateTime
 
-_INSERTS: dict[str, Any] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 qm = queue_messages
 qk = queue_idempotency_keys
 READY = "ready"
@@ -65,16 +64,18 @@ async def remember_keys(
     """
     if not keys:
         return set()
-    insert = _INSERTS[conn.dialect.name]
-    stmt = insert(qk).values(
+    insert = insert_for(conn, qk).values(
         [
             {"queue": q, "idempotency_key": k, "message_id": m, "published_at": now}
             for q, k, m in keys
         ]
     )
-    stmt = stmt.on_conflict_do_update(
+    stmt = insert.on_conflict_do_update(
         index_elements=[qk.c.queue, qk.c.idempotency_key],
-        set_={"message_id": stmt.excluded.message_id, "published_at": stmt.excluded.published_at},
+        set_={
+            "message_id": insert.excluded.message_id,
+            "published_at": insert.excluded.published_at,
+        },
         where=qk.c.published_at <= window_start,
     ).returning(qk.c.queue, qk.c.idempotency_key)
     return {(row.queue, row.idempotency_key) for row in await conn.execute(stmt)}

@@ -8,15 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, bindparam, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.states import ReminderState
 
+from .dialects import insert_for
 from .tables import reminders
 from .types import UTCDateTime
 
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 r = reminders
 
 
@@ -37,8 +36,7 @@ async def insert_reminder(
     conn: AsyncConnection, reminder_id: str, values: dict[str, Any], *, now: datetime
 ) -> bool:
     """Insert a new reminder; False when another request created it first."""
-    insert = _INSERTS[conn.dialect.name]
-    stmt = insert(r).values(
+    stmt = insert_for(conn, r).values(
         id=reminder_id,
         state=ReminderState.SCHEDULED.value,
         schedule_version=1,

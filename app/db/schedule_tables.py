@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Table, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .tables import ID_LENGTH, Base
@@ -57,4 +57,4 @@ class Schedule(Base):
     updated_at: Mapped[datetime]
 
 
-schedules = Schedule.__table__
+schedules = cast(Table, Schedule.__table__)

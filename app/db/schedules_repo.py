@@ -7,16 +7,15 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, bindparam, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.states import ReminderState
 
+from .dialects import insert_for
 from .schedule_tables import ScheduleState, schedules
 from .tables import customers, reminders
 from .types import UTCDateTime
 
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 _OPEN = (ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value)
 s = schedules
 r = reminders
@@ -52,7 +51,7 @@ async def insert_schedule(
     conn: AsyncConnection, schedule_id: str, values: dict[str, Any], *, now: datetime
 ) -> bool:
     """Insert a new active schedule; False when another request created it first."""
-    stmt = _INSERTS[conn.dialect.name](s).values(
+    stmt = insert_for(conn, s).values(
         id=schedule_id,
         state=ScheduleState.ACTIVE.value,
         version=1,
@@ -157,8 +156,8 @@ async def insert_occurrences(
         }
         for row in rows
     ]
-    stmt = _INSERTS[conn.dialect.name](r).values(values)
-    stmt = stmt.on_conflict_do_nothing(index_elements=[r.c.id]).returning(r.c.id)
+    insert = insert_for(conn, r).values(values)
+    stmt = insert.on_conflict_do_nothing(index_elements=[r.c.id]).returning(r.c.id)
     return len((await conn.execute(stmt)).all())
 
 

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from app.domain.states import ReminderState, SendState
@@ -138,10 +148,10 @@ class DeadLetter(Base):
     created_at: Mapped[datetime]
 
 
-customers = Customer.__table__
-reminders = Reminder.__table__
-send_records = SendRecord.__table__
-dead_letters = DeadLetter.__table__
+customers = cast(Table, Customer.__table__)
+reminders = cast(Table, Reminder.__table__)
+send_records = cast(Table, SendRecord.__table__)
+dead_letters = cast(Table, DeadLetter.__table__)
 
 # The embedded queue's tables (migration 0002) live in their own module.
 from . import queue_tables  # noqa: E402, F401
