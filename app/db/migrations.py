@@ -23,7 +23,7 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade_to_head(database_url: str) -> None:
     """Apply every migration (blocking; call from a thread inside an event loop)."""
-    command.upgrade(alembic_config(database_url), "heads")
+    command.upgrade(alembic_config(database_url), "head")
 
 
 @cache

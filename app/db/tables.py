@@ -153,5 +153,6 @@ reminders = cast(Table, Reminder.__table__)
 send_records = cast(Table, SendRecord.__table__)
 dead_letters = cast(Table, DeadLetter.__table__)
 
-# The embedded queue's tables (migration 0002) live in their own module.
-from . import queue_tables  # noqa: E402, F401
+# Feature tables live in their own modules; importing them here puts every table in
+# Base.metadata, which Alembic's autogenerate and `alembic check` compare with the schema.
+from . import queue_tables, schedule_tables  # noqa: E402, F401
