@@ -127,6 +127,13 @@ class Settings(BaseSettings):
             dev_mode=self.dev_mode,
         )
         self._check_channels()
+        if self.queue == "embedded" and self.embedded.max_retries <= self.max_attempts:
+            # The queue must keep redelivering until our own ledger gives up (and records a
+            # dead letter); busy answers count as queue retries too.
+            raise ValueError(
+                "REMINDERS_EMBEDDED_MAX_RETRIES must be above REMINDERS_MAX_ATTEMPTS "
+                "so the queue never drops a message our ledger would still retry"
+            )
         return self
 
     def _check_channels(self) -> None:

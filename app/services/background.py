@@ -24,6 +24,7 @@ from app.adapters.queues.embedded import EmbeddedQueuePublisher
 from app.adapters.queues.embedded_dispatch import AiohttpPusher, dispatcher_from_settings
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
+from app.observability import record_sweep
 from app.services.sweep import SweepLimits, SweepReport, sweep
 from app.settings import Settings
 
@@ -114,12 +115,6 @@ async def sweep_periodically(
         except Exception:  # the next tick tries again; a sweep never loses rows
             log.exception("periodic sweep failed")
         else:
-            if report.enqueued or report.error:
-                log.info(
-                    "periodic sweep: %d reminders enqueued, %d remaining%s",
-                    report.enqueued,
-                    report.remaining,
-                    f", error: {report.error}" if report.error else "",
-                )
+            record_sweep(report)  # the same metrics and log line as POST /cron/sweep
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=every)

@@ -48,3 +48,15 @@ def test_a_visibility_timeout_not_above_the_push_timeout_is_refused():
 def test_serve_pushes_to_the_address_it_binds(host, url):
     """A wildcard bind is reached over loopback; IPv6 literals are bracketed."""
     assert local_base_url(host, 8000) == url
+
+
+def test_embedded_max_retries_must_exceed_our_attempt_ceiling(tmp_path):
+    """A queue that gives up before the ledger does would drop retries silently: refused."""
+    with pytest.raises(ValueError, match="REMINDERS_EMBEDDED_MAX_RETRIES"):
+        Settings(
+            dev_mode=True,
+            queue="embedded",
+            max_attempts=8,
+            embedded={"max_retries": 8},
+            outbox_dir=tmp_path,
+        )
