@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.encoders import jsonable_encoder
 from pydantic import (
+    AfterValidator,
     AnyHttpUrl,
     AwareDatetime,
     BaseModel,
@@ -30,6 +31,21 @@ Channel = Literal["email", "webhook"]
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
 MAX_DATA_BYTES = 16 * 1024
+
+
+def _unique(channels: list[str]) -> list[str]:
+    return list(dict.fromkeys(channels))
+
+
+def _small(data: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(data, default=str)) > MAX_DATA_BYTES:
+        raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
+    return data
+
+
+# Shared by reminders and schedules: channels deduplicated in order, data kept small.
+Channels = Annotated[list[Channel], Field(min_length=1), AfterValidator(_unique)]
+SmallData = Annotated[dict[str, Any], AfterValidator(_small)]
 HHMM_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
 
 
@@ -66,20 +82,8 @@ class ReminderIn(BaseModel):
     kind: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]{0,99}$")
     due_at: AwareDatetime
     expires_at: AwareDatetime | None = None
-    channels: list[Channel] = Field(min_length=1)
-    data: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("channels")
-    @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(value))
-
-    @field_validator("data")
-    @classmethod
-    def _small(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if len(json.dumps(value, default=str)) > MAX_DATA_BYTES:
-            raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
-        return value
+    channels: Channels
+    data: SmallData = Field(default_factory=dict)
 
 
 def _customer_values(body: CustomerIn, previous: dict[str, Any] | None, now: datetime) -> dict:

@@ -7,19 +7,18 @@ the rules (DST, quiet hours, re-planning) are in ``app.services.schedules`` and
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.encoders import jsonable_encoder
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.domain.errors import InvalidInput
 from app.services import schedules as service
 
 from .deps import ConnectionDep, Container, ContainerDep, require_api_token
-from .reminders import MAX_DATA_BYTES, Channel
+from .reminders import Channels, SmallData
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["schedules"])
 
@@ -35,7 +34,7 @@ class ScheduleIn(BaseModel):
 
     customer_id: str = Field(min_length=1, max_length=200)
     kind: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]{0,99}$")
-    channels: list[Channel] = Field(min_length=1)
+    channels: Channels
     rrule: str | None = Field(default=None, max_length=1000)
     cron: str | None = Field(default=None, max_length=200)
     local_time: str | None = Field(default=None, max_length=5)
@@ -43,19 +42,7 @@ class ScheduleIn(BaseModel):
     offset_days: int = Field(default=0, ge=-366, le=366)
     starts_at: AwareDatetime | None = None
     ends_at: AwareDatetime | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("channels")
-    @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(value))
-
-    @field_validator("data")
-    @classmethod
-    def _small(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if len(json.dumps(value, default=str)) > MAX_DATA_BYTES:
-            raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
-        return value
+    data: SmallData = Field(default_factory=dict)
 
 
 def _horizon_end(container: Container, now: datetime) -> datetime:
