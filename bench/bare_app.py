@@ -1,0 +1,52 @@
+"""The yardstick of bench/push.py: a bare FastAPI app, one POST route taking a JSON body → 204.
+
+``python -m bench.bare_app --port P`` serves it exactly as ``reminders serve`` serves the
+service (see ``app/cli.py``): uvicorn, one worker, uvloop + httptools when installed, proxy
+headers on, access log off, logging at INFO.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Response
+
+
+def create_app() -> FastAPI:
+    """The bare app: the same route shape as the push route, doing nothing but parse JSON."""
+    app = FastAPI(title="bare")
+
+    @app.post("/push/{queue}", status_code=204)
+    async def push(queue: str, body: dict[str, Any]) -> Response:
+        return Response(status_code=204)
+
+    return app
+
+
+def main() -> None:
+    """Serve the bare app with the service's uvicorn settings."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(
+        "bench.bare_app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=1,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        proxy_headers=True,
+        forwarded_allow_ips="127.0.0.1",
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()
