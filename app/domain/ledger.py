@@ -49,6 +49,20 @@ class SendRecordView:
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """What a claim attempt found, read in the same step as the claim.
+
+    Claimed: the row now held, with the reminder and its customer as they are now. Not
+    claimed: the row as it is now (``context`` None), or no row at all when the reminder
+    does not exist.
+    """
+
+    claimed: bool
+    record: SendRecordView | None
+    context: tuple[ReminderView, CustomerView] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """An outcome plus, for nacks, how long the queue should wait."""
 

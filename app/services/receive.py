@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.rendering import Renderer
 from app.db import customers_repo, dead_letters_repo, ledger_repo
+from app.db.ledger_gateway import LedgerGateway, ledger_for
 from app.domain.errors import (
     MalformedDelivery,
     ProviderError,
@@ -70,6 +71,13 @@ class Receiver:
     policy: DeliveryPolicy
     clock: Callable[[], datetime]
     rand: RandomSource
+    # The hot-path ledger phases: raw asyncpg on PostgreSQL, SQLAlchemy Core elsewhere
+    # (app/db/ledger_gateway.py). Built from ``engine`` unless given.
+    ledger: LedgerGateway = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.ledger is None:
+            object.__setattr__(self, "ledger", ledger_for(self.engine))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,20 +110,22 @@ async def receive_delivery(receiver: Receiver, delivery: Delivery) -> Answer:
     provider = receiver.providers[payload.channel]
     key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
     now = receiver.clock()
-    async with receiver.autocommit.connect() as conn:
-        record = await ledger_repo.claim_send(
-            conn, key, now=now, lease_until=now + receiver.policy.lease
-        )
-    if record is None:
-        return await _answer_unclaimed(receiver, delivery, key, now)
-    return await _process_claim(receiver, delivery, payload, record, provider)
+    claim = await receiver.ledger.claim_or_read(
+        key, now=now, lease_until=now + receiver.policy.lease
+    )
+    if not claim.claimed:
+        return await _answer_unclaimed(receiver, delivery, key, now, claim.record)
+    assert claim.record is not None and claim.context is not None, "a claim reads its reminder"
+    return await _process_claim(receiver, delivery, payload, claim.record, claim.context, provider)
 
 
 async def _answer_unclaimed(
-    receiver: Receiver, delivery: Delivery, key: LedgerKey, now: datetime
+    receiver: Receiver,
+    delivery: Delivery,
+    key: LedgerKey,
+    now: datetime,
+    existing: SendRecordView | None,
 ) -> Answer:
-    async with receiver.autocommit.connect() as conn:
-        existing = await ledger_repo.get_send_record(conn, key)
     if existing is None:  # the claim inserts nothing when the reminder does not exist
         return await quarantine(
             receiver, delivery, reason="unknown_reminder", error=f"no reminder {key.reminder_id!r}"
@@ -129,18 +139,15 @@ async def _process_claim(
     delivery: Delivery,
     payload: DeliveryPayload,
     record: SendRecordView,
+    context: tuple[ReminderView, CustomerView],
     provider: ChannelProvider,
 ) -> Answer:
     key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
-    async with receiver.autocommit.connect() as conn:
-        loaded = await ledger_repo.load_send_context(conn, payload.reminder_id)
-    assert loaded is not None, "the claim only succeeds for an existing reminder"
-    reminder, customer = loaded
+    reminder, customer = context
     if payload.schedule_version != reminder.schedule_version:
         # The reminder was rescheduled: the current version's message will come. Give the
         # claim back without spending an attempt.
-        async with receiver.autocommit.connect() as conn:
-            await ledger_repo.release_claim(conn, record, now=receiver.clock())
+        await receiver.ledger.release_claim(record, now=receiver.clock())
         return _answer(Decision(Outcome.STALE), key, record)
     reason = reason_not_to_send(
         reminder,
@@ -193,21 +200,18 @@ async def _finalize_sent(
     result: SendResult,
 ) -> Answer:
     now = receiver.clock()
-    async with receiver.engine.begin() as conn:
-        won = await ledger_repo.finalize_send(
-            conn,
-            record,
-            now=now,
-            values={
-                "state": SendState.SENT.value,
-                "outcome": Outcome.SENT.value,
-                "sent_at": now,
-                "provider_request_id": result.provider_request_id,
-                "next_attempt_at": None,
-            },
-        )
-        if won:
-            await ledger_repo.mark_reminder_done_if_final(conn, reminder, now=now)
+    won = await receiver.ledger.finalize_send(
+        record,
+        reminder,
+        now=now,
+        values={
+            "state": SendState.SENT.value,
+            "outcome": Outcome.SENT.value,
+            "sent_at": now,
+            "provider_request_id": result.provider_request_id,
+            "next_attempt_at": None,
+        },
+    )
     if not won:
         return _lease_lost(receiver, key, record)
     return _answer(Decision(Outcome.SENT), key, record)
@@ -221,20 +225,17 @@ async def _finalize_without_send(
     reason: Outcome,
 ) -> Answer:
     now = receiver.clock()
-    async with receiver.engine.begin() as conn:
-        won = await ledger_repo.finalize_send(
-            conn,
-            record,
-            now=now,
-            values={
-                "state": SendState.TERMINAL_FAILURE.value,
-                "outcome": reason.value,
-                "last_error_class": reason.value,
-                "next_attempt_at": None,
-            },
-        )
-        if won:
-            await ledger_repo.mark_reminder_done_if_final(conn, reminder, now=now)
+    won = await receiver.ledger.finalize_send(
+        record,
+        reminder,
+        now=now,
+        values={
+            "state": SendState.TERMINAL_FAILURE.value,
+            "outcome": reason.value,
+            "last_error_class": reason.value,
+            "next_attempt_at": None,
+        },
+    )
     if not won:
         return _lease_lost(receiver, key, record)
     return _answer(Decision(reason), key, record)
