@@ -300,10 +300,16 @@ def configure_logging(level: str = "INFO", *, stream: TextIO | None = None) -> N
     handler.setFormatter(json_formatter())
     root.addHandler(handler)
     root.setLevel(numeric)
-    # uvicorn's own loggers propagate to the root handler instead of printing text.
+    # uvicorn's own loggers propagate to the root handler instead of printing text; the
+    # access log only when uvicorn keeps one (``access_log=False``, as ``reminders serve``
+    # runs, leaves it without handlers and not propagating: re-enabling it cost a stdlib
+    # log record per request, bench/push.py).
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        logging.getLogger(name).handlers.clear()
-        logging.getLogger(name).propagate = True
+        logger = logging.getLogger(name)
+        if name == "uvicorn.access" and not logger.handlers and not logger.propagate:
+            continue
+        logger.handlers.clear()
+        logger.propagate = True
 
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
