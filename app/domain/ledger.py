@@ -15,6 +15,8 @@ from .retry import BackoffPolicy, RandomSource
 from .states import ErrorClass, Outcome, ReminderState, SendState
 
 MAX_ERROR_LENGTH = 500
+# send_records.provider_request_id is VARCHAR(255).
+MAX_REQUEST_ID_LENGTH = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,3 +154,9 @@ def plan_failure(
 def truncate_error(message: str, limit: int = MAX_ERROR_LENGTH) -> str:
     """Keep stored error text short; callers must already have removed secrets."""
     return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def fit_request_id(request_id: str | None) -> str | None:
+    """The provider's request id cut to the column: an over-long id must not fail the
+    finalize after the provider accepted the message (that would send it again)."""
+    return request_id[:MAX_REQUEST_ID_LENGTH] if request_id else request_id

@@ -30,6 +30,7 @@ from app.domain.ledger import (
     LedgerKey,
     SendRecordView,
     answer_unclaimed,
+    fit_request_id,
     plan_failure,
     reason_not_to_send,
     truncate_error,
@@ -208,7 +209,7 @@ async def _finalize_sent(
             "state": SendState.SENT.value,
             "outcome": Outcome.SENT.value,
             "sent_at": now,
-            "provider_request_id": result.provider_request_id,
+            "provider_request_id": fit_request_id(result.provider_request_id),
             "next_attempt_at": None,
         },
     )

@@ -432,3 +432,20 @@ async def test_real_outbox_provider_end_to_end(client, clock, container, publish
     assert written.is_file()
     assert [p.name for p in (tmp_path / "real-outbox" / "email").iterdir()] == [written.name]
     assert reminder["state"] == "done"
+
+
+async def test_an_over_long_provider_request_id_still_finalizes_as_sent(
+    client, clock, publisher, provider
+):
+    """A provider id longer than the column is cut, so the accepted send is recorded once
+    instead of failing the finalize and being sent again after the lease."""
+    provider.script = [SendResult("x" * 1000)]
+    [message] = await queued(client, clock, publisher)
+    response = await push_message(client, message)
+    assert response.json()["outcome"] == "sent"
+    _, row = await record_of(client)
+    assert row["state"] == "sent"
+    assert row["provider_request_id"] == "x" * 255
+    clock.advance(minutes=2)
+    assert (await push_message(client, message)).json()["outcome"] == "duplicate"
+    assert len(provider.calls) == 1
