@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, literal, or_, select, update
+from sqlalchemy import Select, and_, bindparam, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -32,7 +32,7 @@ _VIEW_COLUMNS = (
 def _claim_statement(dialect_insert: Any) -> Any:
     # One round trip: insert the row if the reminder exists and the row does not,
     # else take it over only if it is claimable. No row back means "not claimed".
-    source = select(
+    source: Select[*tuple[Any, ...]] = select(
         bindparam("reminder_id"),
         bindparam("channel"),
         bindparam("provider"),
