@@ -102,6 +102,7 @@ class Phase:
     server_cpu_s: float
     db_cpu_s: float
     server_sys_s: float
+    offered: float = 0.0  # paced phases: the rate wrk offered (0: closed loop)
 
     @property
     def requests(self) -> int:
@@ -150,6 +151,7 @@ class Phase:
             f"  {self.target:<14} {self.phase:<22} {self.requests:>8} {self.rate:>12.1f} "
             f"{self.p50_ms:>8.1f} {self.p99_ms:>8.1f} {self.server_cpu_s * 1e6 / n:>9.0f} "
             f"{self.server_sys_s * 1e6 / n:>8.0f} {self.db_cpu_s * 1e6 / n:>8.0f} {bad:>6}"
+            + (f"  offered {self.offered:.0f}/s" if self.offered else "")
         )
 
 
@@ -570,15 +572,17 @@ def run_service_phases(
             ("new", plan.main, "sent", 0.0),
             ("duplicate", plan.main, "duplicate", 0.0),
         ]
-        if plan.paced is not None:
+        if plan.paced is not None:  # named by the target, so repetitions line up
             new_rate = args.new_rate or round(0.20 * bare_rate)
             dup_rate = args.duplicate_rate or round(0.50 * bare_rate)
-            runs.append((f"new @{new_rate:.0f}/s", plan.paced, "sent", new_rate))
-            runs.append((f"duplicate @{dup_rate:.0f}/s", plan.paced, "duplicate", dup_rate))
+            new_name = f"new @{new_rate:.0f}/s" if args.new_rate else "new @0.20 bare"
+            dup_name = f"dup @{dup_rate:.0f}/s" if args.duplicate_rate else "duplicate @0.50 bare"
+            runs.append((new_name, plan.paced, "sent", new_rate))
+            runs.append((dup_name, plan.paced, "duplicate", dup_rate))
         for name, requests, outcome, rate in runs:
             meter.mark()
             result = run_wrk(url, requests, args=args, rate=rate)
-            phases.append(Phase(target.name, name, 200, outcome, result, *meter.read()))
+            phases.append(Phase(target.name, name, 200, outcome, result, *meter.read(), rate))
         return phases
 
 
