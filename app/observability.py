@@ -71,31 +71,8 @@ SWEEP_ENQUEUED = Counter("reminders_sweep_enqueued", "Reminders the sweep marked
 SWEEP_MESSAGES = Counter("reminders_sweep_messages", "Messages the sweep published.")
 SWEEP_ERRORS = Counter("reminders_sweep_errors", "Sweeps stopped by a queue refusal.")
 
-# Outcomes only reachable after this delivery claimed the ledger row. TERMINAL and
-# DEAD_LETTERED also answer redeliveries of final rows; the claimed ones carry the
-# provider's error class as detail. BUSY after a claim means the lease was lost.
-_CLAIMED_OUTCOMES = frozenset(
-    {
-        Outcome.SENT,
-        Outcome.SUPPRESSED,
-        Outcome.CANCELLED,
-        Outcome.EXPIRED,
-        Outcome.STALE,
-        Outcome.RETRY,
-    }
-)
-
 log = structlog.get_logger("reminders.delivery")
 _LABEL_MAX = 64
-
-
-def was_claimed(answer: Answer) -> bool:
-    """True when the delivery behind this answer claimed the ledger row (an attempt)."""
-    if answer.outcome in _CLAIMED_OUTCOMES:
-        return True
-    if answer.outcome in (Outcome.TERMINAL, Outcome.DEAD_LETTERED):
-        return answer.detail is not None
-    return answer.outcome == Outcome.BUSY and answer.detail == "lease lost"
 
 
 def _safe_detail(answer: Answer) -> str | None:
@@ -111,7 +88,7 @@ def record_delivery(delivery: Delivery, answer: Answer, duration: float) -> None
     channel = answer.channel or "none"
     DELIVERIES.labels(queue, channel, answer.outcome.value).inc()
     DELIVERY_SECONDS.labels(queue).observe(duration)
-    if was_claimed(answer):
+    if answer.claimed:
         CLAIMS.labels(channel).inc()
         if (answer.attempt or 0) > 1:
             RECLAIMS.labels(channel).inc()

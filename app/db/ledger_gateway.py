@@ -20,7 +20,6 @@ from sqlalchemy.util import await_only
 
 from app.domain.ledger import Claim, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
-from app.domain.states import FINAL_SEND_STATES, SendState
 
 from . import ledger_repo
 from .engine import autocommit
@@ -102,10 +101,9 @@ class CoreLedger:
     ) -> bool:
         """Compare-and-set the claimed row and, once every channel is final, the reminder."""
         async with self.engine.begin() as conn:
-            won = await ledger_repo.finalize_send(conn, record, now=now, values=values)
-            if won and SendState(values["state"]) in FINAL_SEND_STATES:
-                await ledger_repo.mark_reminder_done_if_final(conn, reminder, now=now)
-        return won
+            return await ledger_repo.finalize_and_settle(
+                conn, record, reminder, now=now, values=values
+            )
 
 
 def ledger_for(engine: AsyncEngine) -> CoreLedger | PgLedger:

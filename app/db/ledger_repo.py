@@ -242,6 +242,22 @@ async def mark_reminder_done_if_final(
     )
 
 
+async def finalize_and_settle(
+    conn: AsyncConnection,
+    record: SendRecordView,
+    reminder: ReminderView,
+    *,
+    now: datetime,
+    values: Mapping[str, Any],
+) -> bool:
+    """Fenced finalize; when the row became final, mark the reminder done if all its
+    channels are. Run inside the caller's transaction; False when the lease was lost."""
+    won = await finalize_send(conn, record, now=now, values=values)
+    if won and SendState(values["state"]) in FINAL_SEND_STATES:
+        await mark_reminder_done_if_final(conn, reminder, now=now)
+    return won
+
+
 async def reset_open_sends(conn: AsyncConnection, reminder_id: str, *, now: datetime) -> None:
     """After a reschedule or revival: unsent rows become claimable with a fresh budget."""
     await conn.execute(

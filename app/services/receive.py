@@ -91,6 +91,8 @@ class Answer:
     channel: str | None = None
     attempt: int | None = None
     detail: str | None = None
+    # True when this delivery took the lease (an attempt); metrics count claims from it.
+    claimed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The JSON body of the push answer (None fields left out)."""
@@ -117,7 +119,9 @@ async def receive_delivery(receiver: Receiver, delivery: Delivery) -> Answer:
     if not claim.claimed:
         return await _answer_unclaimed(receiver, delivery, key, now, claim.record)
     assert claim.record is not None and claim.context is not None, "a claim reads its reminder"
-    return await _process_claim(receiver, delivery, payload, claim.record, claim.context, provider)
+    return await _process_claim(
+        receiver, delivery, payload, key, claim.record, claim.context, provider
+    )
 
 
 async def _answer_unclaimed(
@@ -131,25 +135,24 @@ async def _answer_unclaimed(
         return await quarantine(
             receiver, delivery, reason="unknown_reminder", error=f"no reminder {key.reminder_id!r}"
         )
-    decision = answer_unclaimed(existing, now)
-    return _answer(decision, key, existing)
+    return _answer(answer_unclaimed(existing, now), key, existing, claimed=False)
 
 
 async def _process_claim(
     receiver: Receiver,
     delivery: Delivery,
     payload: DeliveryPayload,
+    key: LedgerKey,
     record: SendRecordView,
     context: tuple[ReminderView, CustomerView],
     provider: ChannelProvider,
 ) -> Answer:
-    key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
     reminder, customer = context
     if payload.schedule_version != reminder.schedule_version:
         # The reminder was rescheduled: the current version's message will come. Give the
         # claim back without spending an attempt.
         await receiver.ledger.release_claim(record, now=receiver.clock())
-        return _answer(Decision(Outcome.STALE), key, record)
+        return _answer(Decision(Outcome.STALE), key, record, claimed=True)
     reason = reason_not_to_send(
         reminder,
         customer,
@@ -215,7 +218,7 @@ async def _finalize_sent(
     )
     if not won:
         return _lease_lost(receiver, key, record)
-    return _answer(Decision(Outcome.SENT), key, record)
+    return _answer(Decision(Outcome.SENT), key, record, claimed=True)
 
 
 async def _finalize_without_send(
@@ -239,7 +242,7 @@ async def _finalize_without_send(
     )
     if not won:
         return _lease_lost(receiver, key, record)
-    return _answer(Decision(reason), key, record)
+    return _answer(Decision(reason), key, record, claimed=True)
 
 
 async def _finalize_failure(
@@ -262,9 +265,10 @@ async def _finalize_failure(
     )
     message = truncate_error(str(error))
     async with receiver.engine.begin() as conn:
-        won = await ledger_repo.finalize_send(
+        won = await ledger_repo.finalize_and_settle(
             conn,
             record,
+            reminder,
             now=now,
             values={
                 "state": plan.state.value,
@@ -291,11 +295,11 @@ async def _finalize_failure(
             )
         if won and isinstance(error, WebhookGone):  # 410: stop sending to this endpoint
             await customers_repo.disable_webhook(conn, reminder.customer_id, now=now)
-        if won and plan.state != SendState.PENDING:
-            await ledger_repo.mark_reminder_done_if_final(conn, reminder, now=now)
     if not won:
         return _lease_lost(receiver, key, record)
-    return _answer(Decision(plan.outcome, plan.retry_after, error.detail_class), key, record)
+    return _answer(
+        Decision(plan.outcome, plan.retry_after, error.detail_class), key, record, claimed=True
+    )
 
 
 def _lease_lost(receiver: Receiver, key: LedgerKey, record: SendRecordView) -> Answer:
@@ -303,7 +307,7 @@ def _lease_lost(receiver: Receiver, key: LedgerKey, record: SendRecordView) -> A
     # queue to come back: the redelivery will find the row final and acknowledge.
     log.warning("lease lost for %s at attempt %d", key.idempotency_key, record.attempt_count)
     retry_after = max(1.0, receiver.policy.lease.total_seconds())
-    return _answer(Decision(Outcome.BUSY, retry_after, "lease lost"), key, record)
+    return _answer(Decision(Outcome.BUSY, retry_after, "lease lost"), key, record, claimed=True)
 
 
 async def quarantine(receiver: Receiver, delivery: Delivery, *, reason: str, error: str) -> Answer:
@@ -325,7 +329,7 @@ async def quarantine(receiver: Receiver, delivery: Delivery, *, reason: str, err
     return Answer(Outcome.REJECTED, detail=f"{reason}: {truncate_error(error, 200)}")
 
 
-def _answer(decision: Decision, key: LedgerKey, record: SendRecordView) -> Answer:
+def _answer(decision: Decision, key: LedgerKey, record: SendRecordView, *, claimed: bool) -> Answer:
     return Answer(
         outcome=decision.outcome,
         retry_after=decision.retry_after,
@@ -333,4 +337,5 @@ def _answer(decision: Decision, key: LedgerKey, record: SendRecordView) -> Answe
         channel=key.channel,
         attempt=record.attempt_count,
         detail=decision.detail,
+        claimed=claimed,
     )
