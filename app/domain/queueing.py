@@ -13,8 +13,7 @@ the queue's dead-letter list.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from datetime import timedelta
 
 from .errors import PublishError
 from .messages import OutgoingMessage
@@ -26,8 +25,6 @@ RETENTION = timedelta(days=30)
 DEDUP_WINDOW = timedelta(minutes=5)
 MAX_QUEUE_NAME = 200
 MAX_IDEMPOTENCY_KEY = 400
-# A Retry-After beyond this is treated as a day: the retention limit bounds it anyway.
-MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
 
 
 def check_publishable(message: OutgoingMessage, *, max_delay_seconds: float) -> None:
@@ -45,29 +42,11 @@ def check_publishable(message: OutgoingMessage, *, max_delay_seconds: float) -> 
         raise PublishError(f"payload of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
 
 
-def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (delta seconds or an HTTP date), if valid."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return min(float(text), MAX_RETRY_AFTER_SECONDS)
-    try:
-        moment = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return min(max(0.0, (moment - now).total_seconds()), MAX_RETRY_AFTER_SECONDS)
-
-
 def redelivery_delay(
     attempt: int, retry_after: float | None, policy: BackoffPolicy, rand: RandomSource
 ) -> float:
     """Seconds before a failed delivery is tried again: Retry-After, else jittered backoff."""
-    if retry_after is not None:
-        return max(retry_after, policy.floor_seconds)
-    return policy.delay(attempt, rand)
+    return policy.rate_limited_delay(attempt, retry_after, rand)
 
 
 def is_exhausted(attempts: int, max_retries: int) -> bool:

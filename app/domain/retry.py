@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Protocol
+
+# A Retry-After beyond a day is read as a day: a far-future date would park a send past its
+# usefulness (and an absurd number would overflow datetime arithmetic).
+MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
 
 
 class RandomSource(Protocol):
@@ -31,8 +37,24 @@ class BackoffPolicy:
     def rate_limited_delay(
         self, attempt: int, retry_after: float | None, rand: RandomSource
     ) -> float:
-        """Honour the provider's Retry-After; fall back to backoff when it gave none."""
-        jittered = self.delay(attempt, rand)
+        """Honour a Retry-After (never below the floor); jittered backoff when there is none."""
         if retry_after is None:
-            return jittered
-        return max(retry_after, self.floor_seconds)
+            return self.delay(attempt, rand)
+        return min(max(retry_after, self.floor_seconds), MAX_RETRY_AFTER_SECONDS)
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds a ``Retry-After`` header asks for: delta-seconds or an HTTP date (a past date
+    means now), capped at a day; None when absent or not understood."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return min(float(text), MAX_RETRY_AFTER_SECONDS)
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return min(max(0.0, (moment - now).total_seconds()), MAX_RETRY_AFTER_SECONDS)

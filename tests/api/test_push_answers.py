@@ -275,6 +275,21 @@ async def test_retry_on_rate_limit_waits_at_least_the_provider_retry_after(
     assert instant(row["next_attempt_at"]) == clock.now + timedelta(seconds=120)
 
 
+async def test_an_absurd_provider_retry_after_is_capped_at_a_day(
+    client, clock, publisher, provider
+):
+    """A hostile or broken Retry-After (1e14 s) is read as a day, not a 500 from an
+    overflowing datetime, and the send is retried then."""
+    provider.script = [RateLimitedError("slow down", retry_after=1e14)]
+    [message] = await queued(client, clock, publisher)
+    response = await push_message(client, message)
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "86400"
+    _, row = await record_of(client)
+    assert row["state"] == "pending"
+    assert instant(row["next_attempt_at"]) == clock.now + timedelta(days=1)
+
+
 async def test_unclassified_provider_exception_is_retried(client, clock, publisher, provider):
     """A provider bug (any other exception) is treated as transient: retried, not lost."""
     provider.script = [ValueError("provider bug")]

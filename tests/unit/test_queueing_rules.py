@@ -12,10 +12,9 @@ from app.domain.queueing import (
     MAX_DELAY_SECONDS,
     check_publishable,
     is_exhausted,
-    parse_retry_after,
     redelivery_delay,
 )
-from app.domain.retry import BackoffPolicy
+from app.domain.retry import BackoffPolicy, parse_retry_after
 
 NOW = datetime(2026, 8, 10, 9, 0, tzinfo=UTC)
 

@@ -12,12 +12,12 @@ by the application's lifespan.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 from datetime import UTC, datetime
 
 import aiohttp
 
 from app.domain.errors import ProviderError, TransientProviderError
+from app.domain.retry import parse_retry_after
 
 # Responses we read at most this much of: a misbehaving endpoint cannot make us buffer more.
 MAX_RESPONSE_BYTES = 16 * 1024
@@ -67,18 +67,7 @@ async def read_capped(response: aiohttp.ClientResponse, limit: int = MAX_RESPONS
 
 def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
     """``Retry-After`` as seconds: delta-seconds or an HTTP date; None when absent or invalid."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())
+    return parse_retry_after(value, now or datetime.now(UTC))
 
 
 def classify_transport_error(error: BaseException, *, what: str) -> ProviderError:

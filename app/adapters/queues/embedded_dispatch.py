@@ -33,10 +33,9 @@ from app.db.queue_repo import ClaimedMessage, FailedDelivery
 from app.domain.queueing import (
     DEDUP_WINDOW,
     is_exhausted,
-    parse_retry_after,
     redelivery_delay,
 )
-from app.domain.retry import BackoffPolicy, RandomSource
+from app.domain.retry import BackoffPolicy, RandomSource, parse_retry_after
 from app.settings import Settings
 
 log = logging.getLogger("reminders.embedded_queue")

@@ -16,12 +16,12 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
+from app.domain import retry
 from app.domain.errors import PublishError
 from app.domain.retry import BackoffPolicy, RandomSource
 
@@ -76,21 +76,12 @@ def canonical_json(body: Mapping[str, Any]) -> bytes:
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date)."""
-    if not value or not value.strip():
-        return None
-    value = value.strip()
+    """Seconds to wait from a ``Retry-After`` header; unlike the strict form, Infrai clients
+    also send fractional or negative seconds, read here as "that long" and "now"."""
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(value.strip())) if value else None
     except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return max(0.0, (moment - now).total_seconds())
+        return retry.parse_retry_after(value, now)
 
 
 def utc_now() -> datetime:
