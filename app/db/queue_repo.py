@@ -277,13 +277,3 @@ async def list_messages(
     if queue is not None:
         stmt = stmt.where(qm.c.queue == queue)
     return [dict(row._mapping) for row in await conn.execute(stmt)]
-
-
-async def redrive_dead(conn: AsyncConnection, *, queue: str, now: datetime) -> int:
-    """Move a queue's dead-letter list back to ready with a fresh retry budget."""
-    result = await conn.execute(
-        update(qm)
-        .where(qm.c.queue == queue, qm.c.state == DEAD)
-        .values(state=READY, attempts=0, visible_at=now, dead_at=None)
-    )
-    return result.rowcount

@@ -35,7 +35,6 @@ from dateutil.rrule import rrule, rrulestr
 from .errors import InvalidInput
 
 KEY_FORMAT = "%Y-%m-%dT%H:%M"
-KEY_LENGTH = len("2026-08-17T09:00")
 # Sub-hourly RRULEs would make every materialization walk from DTSTART minute by minute;
 # cron expresses them without that cost.
 _REFUSED_FREQS = frozenset({"SECONDLY", "MINUTELY"})

@@ -76,7 +76,11 @@ class Receiver:
     # (app/db/ledger_gateway.py). Built from ``engine`` unless given.
     ledger: LedgerGateway = field(default=None)  # type: ignore[assignment]
 
+    # The channel names payloads may carry: derived from providers once, not per delivery.
+    channels: frozenset[str] = field(init=False)
+
     def __post_init__(self) -> None:
+        object.__setattr__(self, "channels", frozenset(self.providers))
         if self.ledger is None:
             object.__setattr__(self, "ledger", ledger_for(self.engine))
 
@@ -107,7 +111,7 @@ class Answer:
 async def receive_delivery(receiver: Receiver, delivery: Delivery) -> Answer:
     """Decide once for one delivery and return the answer for the queue."""
     try:
-        payload = parse_delivery_payload(delivery.payload, channels=frozenset(receiver.providers))
+        payload = parse_delivery_payload(delivery.payload, channels=receiver.channels)
     except MalformedDelivery as error:
         return await quarantine(receiver, delivery, reason="malformed", error=str(error))
     provider = receiver.providers[payload.channel]

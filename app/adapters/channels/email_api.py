@@ -23,7 +23,6 @@ from pydantic import SecretStr
 
 from app.domain.errors import (
     PermanentProviderError,
-    ProviderError,
     RateLimitedError,
     TransientProviderError,
 )
@@ -72,8 +71,6 @@ class EmailApiProvider:
             ) as response:
                 raw = await read_capped(response)
                 return _classify(response, raw)
-        except ProviderError:
-            raise
         except (aiohttp.ClientError, TimeoutError) as error:
             raise classify_transport_error(error, what="email API") from error
 

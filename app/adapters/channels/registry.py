@@ -16,7 +16,6 @@ from .smtp import SmtpProvider
 from .ssrf import TargetPolicy
 from .webhook import WebhookProvider
 
-CHANNELS = ("email", "webhook")
 # Which providers can serve which channel.
 PROVIDERS_BY_CHANNEL = {"email": ("outbox", "smtp", "email_api"), "webhook": ("outbox", "webhook")}
 
@@ -54,9 +53,9 @@ def build_providers(
 
 
 def _smtp(settings: Settings) -> SmtpProvider:
-    tls_context = None
-    if settings.smtp_ca_file is not None:
-        tls_context = ssl.create_default_context(cafile=str(settings.smtp_ca_file))
+    # Built once: left to aiosmtplib, a default context is created on every connection.
+    cafile = str(settings.smtp_ca_file) if settings.smtp_ca_file is not None else None
+    tls_context = ssl.create_default_context(cafile=cafile)
     return SmtpProvider(
         host=settings.smtp_host,
         port=settings.smtp_port,

@@ -23,7 +23,6 @@ from standardwebhooks.webhooks import Webhook
 
 from app.domain.errors import (
     PermanentProviderError,
-    ProviderError,
     RateLimitedError,
     TransientProviderError,
     WebhookGone,
@@ -87,8 +86,6 @@ class WebhookProvider:
             ) as response:
                 await read_capped(response)  # bounded: we only need the status
                 result = _classify(response)
-        except ProviderError:
-            raise
         except (aiohttp.ClientError, TimeoutError) as error:
             raise classify_transport_error(error, what="webhook") from error
         # Receivers rarely send a request id; then the webhook-id is the ledger's reference.
