@@ -85,33 +85,19 @@ def sweep_command() -> None:
     """Run one sweep now (the same work as POST /cron/sweep) and print its report."""
     from app.adapters.queues.registry import close_publisher
     from app.main import build_container
-    from app.services.sweep import sweep
+    from app.services.sweep import SweepReport
 
-    async def run() -> dict[str, object]:
+    async def run() -> SweepReport:
         container = build_container(_settings())
         try:
-            report = await sweep(
-                container.engine,
-                container.publisher,
-                queue_for=container.queue_for,
-                clock=container.clock,
-                limits=container.sweep_limits,
-            )
+            return await container.sweep()
         finally:
             await close_publisher(container.publisher)
             await container.engine.dispose()
-        return {
-            "enqueued": report.enqueued,
-            "messages": report.messages,
-            "remaining": report.remaining,
-            "horizon_end": report.horizon_end.isoformat(),
-            "duration_ms": report.duration_ms,
-            "error": report.error,
-        }
 
-    result = asyncio.run(run())
-    console.print_json(json.dumps(result))
-    if result["error"]:
+    report = asyncio.run(run())
+    console.print_json(json.dumps(report.to_json()))
+    if report.error:
         raise typer.Exit(1)
 
 

@@ -6,20 +6,22 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.domain.errors import Unauthenticated
-from app.observability import record_sweep
-from app.services.sweep import sweep
+from app.domain.errors import PayloadTooLarge, Unauthenticated
 
-from .deps import ContainerDep, bearer_token, token_matches
+from .deps import ContainerDep, bearer_token, read_capped, token_matches
 
 router = APIRouter()
 _MAX_CRON_BODY = 4096
 
 
-def _token_in_body(body: bytes) -> str | None:
+async def _token_in_body(request: Request) -> str | None:
     # Infrai's cron.create has no headers field: the token may ride in the stored payload,
-    # either at the top level or under "payload".
-    if not body or len(body) > _MAX_CRON_BODY:
+    # either at the top level or under "payload". Read at most 4 KB of an unauthenticated body.
+    try:
+        body = await read_capped(request, _MAX_CRON_BODY)
+    except PayloadTooLarge:
+        return None
+    if not body:
         return None
     try:
         document = orjson.loads(body)
@@ -37,24 +39,8 @@ async def cron_sweep(request: Request, container: ContainerDep) -> JSONResponse:
     expected = container.settings.cron_token
     if not (
         token_matches(bearer_token(request), expected)
-        or token_matches(_token_in_body(await request.body()), expected)
+        or token_matches(await _token_in_body(request), expected)
     ):
         raise Unauthenticated("a valid cron token is required (bearer header or payload.token)")
-    report = await sweep(
-        container.engine,
-        container.publisher,
-        queue_for=container.queue_for,
-        clock=container.clock,
-        limits=container.sweep_limits,
-    )
-    record_sweep(report)
-    body = {
-        "enqueued": report.enqueued,
-        "messages": report.messages,
-        "remaining": report.remaining,
-        "horizon_end": report.horizon_end.isoformat(),
-        "duration_ms": report.duration_ms,
-    }
-    if report.error:
-        return JSONResponse({**body, "error": report.error}, status_code=502)
-    return JSONResponse(body)
+    report = await container.sweep()
+    return JSONResponse(report.to_json(), status_code=502 if report.error else 200)

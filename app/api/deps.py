@@ -14,10 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.rendering import Renderer
-from app.domain.errors import Unauthenticated
+from app.domain.errors import PayloadTooLarge, Unauthenticated
 from app.domain.ports import PushFormat, QueuePublisher
+from app.observability import record_sweep
 from app.services.receive import Receiver
-from app.services.sweep import SweepLimits
+from app.services.sweep import SweepLimits, SweepReport, sweep
 from app.settings import Settings
 
 
@@ -38,6 +39,32 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     def queue_for(self, channel: str) -> str:
         """The queue a channel's messages go to (REMINDERS_EMAIL_QUEUE / _WEBHOOK_QUEUE)."""
         return self.settings.queue_for_channel(channel)
+
+    async def sweep(self) -> SweepReport:
+        """One bounded sweep with this service's publisher and limits, counted and logged."""
+        report = await sweep(
+            self.engine,
+            self.publisher,
+            queue_for=self.queue_for,
+            clock=self.clock,
+            limits=self.sweep_limits,
+        )
+        record_sweep(report)
+        return report
+
+
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The raw body, refusing more than ``limit`` bytes before reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"body over {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def get_container(request: Request) -> Container:

@@ -14,25 +14,11 @@ from app.domain.messages import Delivery
 from app.observability import record_delivery, record_push_refused
 from app.services.receive import Answer, quarantine, receive_delivery
 
-from .deps import Container, get_container
+from .deps import Container, get_container, read_capped
 from .errors import error_response
 
 router = APIRouter()
 log = logging.getLogger("reminders.push")
-
-
-async def read_capped(request: Request, limit: int) -> bytes:
-    """The raw body, refusing more than ``limit`` bytes before reading it all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"body over {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"body over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def answer_response(answer: Answer) -> Response:

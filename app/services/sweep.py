@@ -45,6 +45,17 @@ class SweepReport:
     duration_ms: int
     error: str | None = None
 
+    def to_json(self) -> dict[str, object]:
+        """The report as the cron route and ``reminders sweep`` print it."""
+        body: dict[str, object] = {
+            "enqueued": self.enqueued,
+            "messages": self.messages,
+            "remaining": self.remaining,
+            "horizon_end": self.horizon_end.isoformat(),
+            "duration_ms": self.duration_ms,
+        }
+        return body if self.error is None else {**body, "error": self.error}
+
 
 def idempotency_key(reminder_id: str, channel: str, schedule_version: int) -> str:
     """The queue idempotency key for one (reminder, channel) at one schedule version."""
