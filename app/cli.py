@@ -11,12 +11,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from app.cli_common import load_settings as _settings
 from app.cli_dead_letters import app as dead_letters_app
 from app.cli_embedded import demo_command, dispatch_command, use_bound_address_for_pushes
 from app.cli_infrai import check_command, setup_infrai_command, worker_command
 from app.db.migrations import upgrade_to_head
 from app.observability import configure_logging, prepare_metrics_dir
-from app.settings import Settings
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
 cli.add_typer(dead_letters_app, name="dead-letters")
@@ -26,14 +26,6 @@ cli.command("worker")(worker_command)
 cli.command("check")(check_command)
 cli.command("setup-infrai")(setup_infrai_command)
 console = Console()
-
-
-def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValueError as error:  # pydantic's ValidationError is a ValueError
-        console.print(f"[red]configuration error:[/red] {error}")
-        raise typer.Exit(2) from None
 
 
 @cli.command()

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from app.adapters.queues.registry import close_publisher
 from app.api.deps import Container
+from app.cli_common import load_settings as _settings
 from app.domain.errors import ReminderRelayError
 from app.domain.redrive import DeadLetterFilter, SendFilter, format_age, parse_duration
 from app.domain.states import SendState
@@ -57,14 +58,6 @@ def open_container(settings: Settings, *, publish: bool) -> Container:
             "use --dry-run, POST /v1/dead-letters/.../redrive, or the /admin page"
         )
     return build_container(settings)
-
-
-def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValueError as error:
-        console.print(f"[red]configuration error:[/red] {error}")
-        raise typer.Exit(2) from None
 
 
 def _run(work: Callable[[Container], Awaitable[T]], *, publish: bool = False) -> T:

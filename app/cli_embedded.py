@@ -23,6 +23,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from app.adapters.queues.embedded_dispatch import DispatchReport, dispatcher_from_settings
+from app.cli_common import load_settings as _settings
 from app.db.engine import create_engine
 from app.db.migrations import upgrade_to_head
 from app.settings import Settings
@@ -43,14 +44,6 @@ def local_base_url(host: str, port: int) -> str:
 def use_bound_address_for_pushes(host: str, port: int) -> None:
     """``reminders serve``: the in-process dispatcher pushes to this very server by default."""
     os.environ.setdefault("REMINDERS_EMBEDDED_PUSH_BASE_URL", local_base_url(host, port))
-
-
-def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValueError as error:  # pydantic's ValidationError is a ValueError
-        console.print(f"[red]configuration error:[/red] {error}")
-        raise typer.Exit(2) from None
 
 
 def dispatch_command(

@@ -22,6 +22,7 @@ from app.adapters.queues.infrai import build_http_client, infrai_config
 from app.adapters.queues.infrai_api import InfraiApi
 from app.adapters.queues.infrai_consumer import build_infrai_consumer
 from app.adapters.queues.registry import close_publisher
+from app.cli_common import load_settings as _settings
 from app.domain.errors import ReminderRelayError
 from app.domain.retry import BackoffPolicy
 from app.services.infrai_check import (
@@ -48,14 +49,6 @@ _STYLE = {
     "differs": "yellow",
     "failed": "red",
 }
-
-
-def _settings() -> Settings:
-    try:
-        return Settings()
-    except ValueError as error:  # pydantic's ValidationError is a ValueError
-        console.print(f"[red]configuration error:[/red] {error}")
-        raise typer.Exit(2) from None
 
 
 def _api(settings: Settings) -> InfraiApi:

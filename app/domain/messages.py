@@ -99,6 +99,11 @@ class SendResult:
 MAX_ID_LENGTH = 200
 
 
+def idempotency_key(reminder_id: str, channel: str, schedule_version: int) -> str:
+    """The queue idempotency key for one (reminder, channel) at one schedule version."""
+    return f"{reminder_id}:{channel}:v{schedule_version}"
+
+
 def parse_delivery_payload(raw: Any, *, channels: frozenset[str]) -> DeliveryPayload:
     """Validate our own message payload; ``MalformedDelivery`` names what is wrong."""
     from .errors import MalformedDelivery  # local: errors imports nothing from here

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from .messages import DeliveryPayload
+from .messages import DeliveryPayload, idempotency_key
 from .states import ReminderState, SendState
 
 REDRIVABLE_STATES = frozenset({SendState.DEAD, SendState.TERMINAL_FAILURE})
@@ -92,7 +92,7 @@ def redrive_idempotency_key(
     reminder_id: str, channel: str, schedule_version: int, suffix: str
 ) -> str:
     """The queue key of a redrive message: the sweep's key plus a per-redrive suffix."""
-    return f"{reminder_id}:{channel}:v{schedule_version}:{suffix}"
+    return f"{idempotency_key(reminder_id, channel, schedule_version)}:{suffix}"
 
 
 def _skip(candidate: RedriveCandidate, reason: str) -> RedrivePlan:

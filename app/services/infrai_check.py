@@ -26,8 +26,10 @@ from urllib.parse import urlparse
 from jsonschema import SchemaError
 from jsonschema.validators import Draft202012Validator, validator_for
 
+from app.adapters.queues.infrai import PUBLISH_PATH
 from app.adapters.queues.infrai_api import InfraiApi, InfraiError
 from app.adapters.queues.infrai_requests import (
+    SEVEN_DAYS,
     ack_body,
     batch_bodies,
     consume_body,
@@ -35,9 +37,8 @@ from app.adapters.queues.infrai_requests import (
     publish_body,
 )
 from app.domain.errors import ReminderRelayError
-from app.domain.messages import DeliveryPayload, OutgoingMessage
-from app.services.infrai_setup import list_crons, list_queues, plan_setup
-from app.services.sweep import idempotency_key
+from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
+from app.services.infrai_setup import CRON_LIST_PATH, list_crons, list_queues, plan_setup
 from app.settings import Settings
 
 Status = Literal["pass", "warn", "fail"]
@@ -120,13 +121,13 @@ def requests_we_send(settings: Settings, *, push: bool = True) -> list[SentReque
         OutgoingMessage(
             queue,
             DeliveryPayload("digest:cust_1842:2026-W33", channel_of[queue], 3).to_json(),
-            7 * 24 * 3600.0,  # the horizon's edge: the largest delay we ever send
+            SEVEN_DAYS,  # the horizon's edge: the largest delay we ever send
             idempotency_key("digest:cust_1842:2026-W33", channel_of[queue], 3),
         )
         for queue in queues
     ]
     sent = [
-        SentRequest("queue.publish", "POST", "/queue/publish", publish_body(m), m.queue)
+        SentRequest("queue.publish", "POST", PUBLISH_PATH, publish_body(m), m.queue)
         for m in samples
     ]
     if infrai.batch_path:
@@ -154,7 +155,7 @@ def requests_we_send(settings: Settings, *, push: bool = True) -> list[SentReque
         )
     if infrai.queue_list_path:
         sent.append(SentRequest("queue.list", "GET", infrai.queue_list_path, None, "setup, check"))
-    sent.append(SentRequest("cron.list", "GET", "/cron/list", None, "setup, check"))
+    sent.append(SentRequest("cron.list", "GET", CRON_LIST_PATH, None, "setup, check"))
     return sent
 
 

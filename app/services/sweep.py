@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db import reminders_repo
 from app.db.reminders_repo import DueReminder
 from app.domain.errors import PublishError
-from app.domain.messages import DeliveryPayload, OutgoingMessage
+from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
 from app.domain.ports import QueuePublisher
 from app.services.schedules import materialize_schedules
 
@@ -55,11 +55,6 @@ class SweepReport:
             "duration_ms": self.duration_ms,
         }
         return body if self.error is None else {**body, "error": self.error}
-
-
-def idempotency_key(reminder_id: str, channel: str, schedule_version: int) -> str:
-    """The queue idempotency key for one (reminder, channel) at one schedule version."""
-    return f"{reminder_id}:{channel}:v{schedule_version}"
 
 
 def messages_for(
