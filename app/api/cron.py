@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.domain.errors import PayloadTooLarge, Unauthenticated
+from app.observability import record_sweep
 
 from .deps import ContainerDep, bearer_token, read_capped, token_matches
 
@@ -43,4 +44,5 @@ async def cron_sweep(request: Request, container: ContainerDep) -> JSONResponse:
     ):
         raise Unauthenticated("a valid cron token is required (bearer header or payload.token)")
     report = await container.sweep()
+    record_sweep(report)  # the CLI prints its report instead: its stdout stays pure JSON
     return JSONResponse(report.to_json(), status_code=502 if report.error else 200)

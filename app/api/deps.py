@@ -16,7 +16,6 @@ from app.adapters.channels.http import SharedHttp
 from app.adapters.rendering import Renderer
 from app.domain.errors import PayloadTooLarge, Unauthenticated
 from app.domain.ports import PushFormat, QueuePublisher
-from app.observability import record_sweep
 from app.services.receive import Receiver
 from app.services.sweep import SweepLimits, SweepReport, sweep
 from app.settings import Settings
@@ -41,16 +40,14 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
         return self.settings.queue_for_channel(channel)
 
     async def sweep(self) -> SweepReport:
-        """One bounded sweep with this service's publisher and limits, counted and logged."""
-        report = await sweep(
+        """One bounded sweep with this service's publisher and limits."""
+        return await sweep(
             self.engine,
             self.publisher,
             queue_for=self.queue_for,
             clock=self.clock,
             limits=self.sweep_limits,
         )
-        record_sweep(report)
-        return report
 
 
 async def read_capped(request: Request, limit: int) -> bytes:
