@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.adapters.queues.embedded_dispatch import DispatchReport, dispatcher_from_settings
+from app.adapters.queues.embedded import DispatchReport, dispatcher_from_settings
 from app.cli_common import load_settings as _settings
 from app.db.engine import create_engine
 from app.db.migrations import upgrade_to_head

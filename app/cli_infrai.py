@@ -18,22 +18,24 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.adapters.queues.infrai import build_http_client, infrai_config
-from app.adapters.queues.infrai_api import InfraiApi
-from app.adapters.queues.infrai_consumer import build_infrai_consumer
-from app.adapters.queues.registry import close_publisher
-from app.cli_common import load_settings as _settings
-from app.domain.errors import ReminderRelayError
-from app.domain.retry import BackoffPolicy
-from app.services.infrai_check import (
+from app.adapters.queues.infrai import (
+    InfraiApi,
+    build_http_client,
+    build_infrai_consumer,
+    infrai_config,
+)
+from app.adapters.queues.infrai.check import passed, run_check
+from app.adapters.queues.infrai.discovery import (
     CheckResult,
     Discovery,
     FileDiscovery,
     HttpDiscovery,
-    passed,
-    run_check,
 )
-from app.services.infrai_setup import SetupResult, apply_setup, plan_setup
+from app.adapters.queues.infrai.setup import SetupResult, apply_setup, plan_setup
+from app.adapters.queues.registry import close_publisher
+from app.cli_common import load_settings as _settings
+from app.domain.errors import ReminderRelayError
+from app.domain.retry import BackoffPolicy
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, run_pull_worker
 from app.settings import Settings
 

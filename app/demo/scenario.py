@@ -22,7 +22,7 @@ import httpx
 import uvicorn
 from pydantic import SecretStr
 
-from app.adapters.queues.embedded_dispatch import PushResult, dispatcher_from_settings
+from app.adapters.queues.embedded import PushResult, dispatcher_from_settings
 from app.db import queue_repo, summary_repo
 from app.demo.clock import TravelClock
 from app.demo.endpoint import WebhookEndpoint

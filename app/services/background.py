@@ -20,8 +20,11 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded import EmbeddedQueuePublisher
-from app.adapters.queues.embedded_dispatch import AiohttpPusher, dispatcher_from_settings
+from app.adapters.queues.embedded import (
+    AiohttpPusher,
+    EmbeddedQueuePublisher,
+    dispatcher_from_settings,
+)
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
 from app.observability import record_sweep

@@ -7,8 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.adapters.queues.infrai import InfraiPublisher
-from app.adapters.queues.infrai_consumer import InfraiConsumer
+from app.adapters.queues.infrai import InfraiConsumer, InfraiPublisher
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, poll_once

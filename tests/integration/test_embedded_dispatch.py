@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded import EmbeddedQueuePublisher
-from app.adapters.queues.embedded_dispatch import (
+from app.adapters.queues.embedded import (
     AiohttpPusher,
     Dispatcher,
     DispatchLimits,
+    EmbeddedQueuePublisher,
     PushTarget,
 )
 from app.db import queue_repo

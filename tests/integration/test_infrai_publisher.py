@@ -9,8 +9,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from app.adapters.queues.infrai import InfraiPublisher
-from app.adapters.queues.infrai_api import InfraiError
+from app.adapters.queues.infrai import InfraiError, InfraiPublisher
 from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.retry import BackoffPolicy

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from app.adapters.queues.infrai.setup import apply_setup, plan_setup
 from app.domain.errors import ConfigError
-from app.services.infrai_setup import apply_setup, plan_setup
 from app.settings_infrai import InfraiSettings
 from tests.conftest import CRON_TOKEN, make_settings
 from tests.support.fake_infrai import API_KEY

@@ -4,7 +4,7 @@ It stands in for the managed queue on one machine and in end-to-end tests, with 
 limits (``app.domain.queueing``): 256 KB payloads, 7-day maximum delay, 30-day retention,
 and idempotency keys deduplicated for 5 minutes only (a key reused later is a new
 message, as on the managed queue). Publishing takes its own short transaction; the
-dispatcher (``embedded_dispatch``) delivers over real HTTP to ``/push/{queue}``.
+dispatcher (``dispatcher``) delivers over real HTTP to ``/push/{queue}``.
 """
 
 from __future__ import annotations

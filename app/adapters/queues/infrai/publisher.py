@@ -6,7 +6,7 @@
 * Batch publish (``/v1/queue/publish_batch``, seen in client code; path and body shape are
   settings) in chunks; when the route answers 404/405/501 the messages go out one by one
   and, once that works, the batch route is not tried again by this publisher.
-* Retries, 429/``Retry-After`` and error reading live in ``infrai_api.InfraiApi``.
+* Retries, 429/``Retry-After`` and error reading live in ``api.InfraiApi``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from app.domain.ports import MAX_MESSAGE_BYTES
 from app.domain.retry import BackoffPolicy
 from app.settings_infrai import InfraiSettings
 
-from .infrai_api import InfraiApi, InfraiConfig, InfraiError, canonical_json
-from .infrai_requests import SEVEN_DAYS, batch_bodies, batch_idempotency_key, publish_body
+from .api import InfraiApi, InfraiConfig, InfraiError, canonical_json
+from .requests import SEVEN_DAYS, batch_bodies, batch_idempotency_key, publish_body
 
 log = logging.getLogger("reminders.infrai")
 

@@ -17,16 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.adapters.queues.infrai_api import InfraiApi, InfraiError
-from app.adapters.queues.infrai_requests import (
+from app.domain.errors import ConfigError
+from app.settings import Settings
+
+from .api import InfraiApi, InfraiError
+from .requests import (
     QueueSpec,
     create_queue_body,
     cron_create_body,
     mask_secrets,
     push_subscribe_body,
 )
-from app.domain.errors import ConfigError
-from app.settings import Settings
 
 CREATE_QUEUE_PATH = "/queue/create"  # documented
 CRON_CREATE_PATH = "/cron/create"  # documented

@@ -18,8 +18,8 @@ from typing import Any
 from app.domain.messages import Delivery
 from app.settings_infrai import InfraiSettings
 
-from .infrai_api import InfraiApi, InfraiError
-from .infrai_requests import ack_body, consume_body, nack_body
+from .api import InfraiApi, InfraiError
+from .requests import ack_body, consume_body, nack_body
 
 log = logging.getLogger("reminders.infrai")
 

@@ -17,17 +17,13 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
-from urllib.parse import quote
 
-import aiohttp
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.push_formats.infrai import sign
 from app.db import queue_repo
 from app.db.queue_repo import ClaimedMessage, FailedDelivery
 from app.domain.queueing import (
@@ -38,34 +34,9 @@ from app.domain.queueing import (
 from app.domain.retry import BackoffPolicy, RandomSource, parse_retry_after
 from app.settings import Settings
 
+from .pusher import AiohttpPusher, Pusher, PushFailed, PushTarget
+
 log = logging.getLogger("reminders.embedded_queue")
-_MAX_ANSWER_BYTES = 64 * 1024
-_MAX_ERROR = 500
-
-
-@dataclass(frozen=True, slots=True)
-class PushTarget:
-    """Where and how pushes are sent: the receiver's base URL and the signing secret."""
-
-    base_url: str
-    secret: bytes = field(repr=False)
-    signature_header: str = "X-Infrai-Signature"
-    timestamp_header: str | None = "X-Infrai-Timestamp"
-
-    def url(self, queue: str) -> str:
-        """The push URL of one queue."""
-        return f"{self.base_url.rstrip('/')}/push/{quote(queue, safe='')}"
-
-    def headers(self, body: bytes, now: float) -> dict[str, str]:
-        """Content type and signature headers for one body, signed at ``now``."""
-        headers = {"content-type": "application/json", "user-agent": "reminder-relay-embedded"}
-        if self.timestamp_header:
-            timestamp = int(now)
-            headers[self.signature_header] = sign(self.secret, body, timestamp)
-            headers[self.timestamp_header] = str(timestamp)
-        else:
-            headers[self.signature_header] = sign(self.secret, body)
-        return headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,73 +49,6 @@ class DispatchLimits:
     push_timeout_seconds: float = 30.0
     backoff: BackoffPolicy = field(default_factory=lambda: BackoffPolicy(1.0, 300.0))
     housekeeping_every: timedelta = timedelta(seconds=60)
-
-
-@dataclass(frozen=True, slots=True)
-class PushResponse:
-    """What the receiver answered."""
-
-    status: int
-    retry_after: str | None = None
-    outcome: str | None = None
-
-
-class Pusher(Protocol):
-    """Sends one HTTP POST; raises ``PushFailed`` when no answer arrived."""
-
-    async def post(
-        self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float
-    ) -> PushResponse:
-        """POST the body and return the answer."""
-        ...
-
-
-class PushFailed(Exception):
-    """No HTTP answer: connection refused or reset, timeout."""
-
-
-class AiohttpPusher:
-    """One pooled aiohttp session (its pool holds up under concurrency; DESIGN §8)."""
-
-    def __init__(self, *, max_connections: int = 16) -> None:
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-
-    async def post(
-        self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float
-    ) -> PushResponse:
-        """POST with a total timeout; the answer body is read up to 64 KB for its outcome."""
-        session = self._ensure_session()
-        try:
-            async with session.post(
-                url, data=body, headers=dict(headers), timeout=aiohttp.ClientTimeout(total=timeout)
-            ) as response:
-                answer = await response.content.read(_MAX_ANSWER_BYTES)
-                return PushResponse(
-                    response.status, response.headers.get("Retry-After"), _outcome(answer)
-                )
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise PushFailed(f"{type(error).__name__}: {error}"[:_MAX_ERROR]) from error
-
-    def _ensure_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._max_connections)
-            self._session = aiohttp.ClientSession(connector=connector)
-        return self._session
-
-    async def close(self) -> None:
-        """Close the pooled connections."""
-        if self._session is not None:
-            await self._session.close()
-
-
-def _outcome(answer: bytes) -> str | None:
-    try:
-        document = orjson.loads(answer)
-    except orjson.JSONDecodeError:
-        return None
-    outcome = document.get("outcome") if isinstance(document, dict) else None
-    return outcome if isinstance(outcome, str) else None
 
 
 @dataclass(frozen=True, slots=True)
