@@ -12,9 +12,10 @@ import os
 import time
 from typing import Any
 
+from app.api.request_id import RequestIdMiddleware
 from app.domain.messages import Delivery
 from app.domain.states import Outcome
-from app.observability import RequestIdMiddleware, configure_logging, record_delivery
+from app.observability import configure_logging, record_delivery
 from app.services.receive import Answer
 
 N = 50_000

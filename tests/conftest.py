@@ -24,10 +24,10 @@ from pydantic import SecretStr
 from sqlalchemy import text
 
 from app.adapters.queues.memory import MemoryPublisher
-from app.api.deps import Container
+from app.container import Container, build_container
 from app.db.engine import create_engine
 from app.db.migrations import upgrade_to_head
-from app.main import build_container, create_app
+from app.main import create_app
 from app.settings import Settings
 from tests.support.clock import FakeClock
 from tests.support.providers import ScriptedProvider

@@ -4,50 +4,14 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
 from pydantic import SecretStr
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.adapters.channels.http import SharedHttp
-from app.adapters.rendering import Renderer
+from app.container import Container
 from app.domain.errors import PayloadTooLarge, Unauthenticated
-from app.domain.ports import PushFormat, QueuePublisher
-from app.services.receive import Receiver
-from app.services.sweep import SweepLimits, SweepReport, sweep
-from app.settings import Settings
-
-
-@dataclass
-class Container:  # not frozen: tests swap parts (e.g. providers) after building
-    """What the lifespan builds once and every request shares."""
-
-    settings: Settings
-    engine: AsyncEngine
-    receiver: Receiver
-    push_format: PushFormat
-    publisher: QueuePublisher
-    renderer: Renderer
-    sweep_limits: SweepLimits
-    clock: Callable[[], datetime]
-    http: SharedHttp | None = None  # the one pooled outbound HTTP client; closed at shutdown
-
-    def queue_for(self, channel: str) -> str:
-        """The queue a channel's messages go to (REMINDERS_EMAIL_QUEUE / _WEBHOOK_QUEUE)."""
-        return self.settings.queue_for_channel(channel)
-
-    async def sweep(self) -> SweepReport:
-        """One bounded sweep with this service's publisher and limits."""
-        return await sweep(
-            self.engine,
-            self.publisher,
-            queue_for=self.queue_for,
-            clock=self.clock,
-            limits=self.sweep_limits,
-        )
 
 
 async def read_capped(request: Request, limit: int) -> bytes:

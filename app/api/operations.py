@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app.observability import RequestIdMiddleware
+from app.api.request_id import RequestIdMiddleware
 
 from . import dead_letters, metrics
 from .ui import admin

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+
+from app.domain.clock import utc_now
 
 
 class TravelClock:
-    """``datetime.now(UTC)`` plus an offset that only grows."""
+    """The wall clock plus an offset that only grows."""
 
     def __init__(self) -> None:
         self.offset = timedelta(0)
 
     def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.offset
+        return utc_now() + self.offset
 
     def travel_to(self, moment: datetime) -> None:
         """Jump forward to ``moment`` (never backwards: time only moves on)."""

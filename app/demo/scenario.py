@@ -23,12 +23,15 @@ import uvicorn
 from pydantic import SecretStr
 
 from app.adapters.queues.embedded import PushResult, dispatcher_from_settings
+from app.container import open_container
 from app.db import queue_repo, summary_repo
+from app.demo.cases import CASES, STEPS, Case, DemoResult, format_offset
 from app.demo.clock import TravelClock
 from app.demo.endpoint import WebhookEndpoint
-from app.main import build_container, create_app
-from app.settings import DEV_CHANNEL_SECRETS, Settings
-from app.settings_embedded import EmbeddedQueueSettings
+from app.domain.errors import ReminderRelayError
+from app.main import create_app
+from app.settings import EmbeddedQueueSettings, Settings
+from app.settings.secrets import DEV_CHANNEL_SECRETS
 
 # The demo's own credentials, whatever REMINDERS_* the environment holds.
 API_TOKEN, CRON_TOKEN = "demo-api-token", "demo-cron-token"
@@ -36,59 +39,8 @@ API = {"Authorization": f"Bearer {API_TOKEN}"}
 CRON = {"Authorization": f"Bearer {CRON_TOKEN}"}
 
 
-@dataclass(frozen=True, slots=True)
-class Case:
-    """One path through the system, and the reminder that takes it."""
-
-    reminder_id: str
-    path: str
-    due_in: timedelta
-    expect: str  # the ledger outcome every channel of it must end with
-    channels: tuple[str, ...] = ("email",)
-    webhook: str | None = None  # the endpoint behaviour its webhook_url points at
-
-
-NOW, HOUR, DAY, HOOK = timedelta(0), timedelta(hours=1), timedelta(days=1), ("webhook",)
-CASES = (
-    Case("demo:due-now", "due now: email + webhook", NOW, "sent", ("email", "webhook"), "ok"),
-    Case("demo:in-6-days", "due in 6 days: enqueued with a delay", 6 * DAY, "sent"),
-    Case("demo:in-8-days", "due in 8 days: waits in the database", 8 * DAY, "sent"),
-    Case("demo:cancelled", "cancelled while queued", HOUR, "cancelled"),
-    Case("demo:rescheduled", "rescheduled while queued: +1 h → +3 h", HOUR, "sent"),
-    Case("demo:unsubscribed", "unsubscribed while queued", HOUR, "suppressed"),
-    Case("demo:permanent", "webhook says 400: permanent", NOW, "terminal", HOOK, "reject"),
-    Case("demo:transient", "webhook says 503, then 200", NOW, "sent", HOOK, "flaky"),
-    Case("demo:down", "webhook always 503: exhausted", NOW, "dead_lettered", HOOK, "down"),
-    Case("demo:pushed-twice", "dispatcher died after a push", NOW, "sent"),
-)  # fmt: skip
-
-STEPS = (
-    "start the service, the dispatcher and a webhook endpoint",
-    "a dispatcher dies between a push and its delete",
-    "register customers and reminders over the API",
-    "cron sweep: publish what is inside the 7-day horizon",
-    "while queued: cancel, reschedule, unsubscribe",
-    "dispatch what is due now (retries included)",
-    "travel +1 hour: queued messages meet changed plans",
-    "travel +3 hours: the rescheduled reminder",
-    "travel +6 days: the delayed message; the 8-day one enters the horizon",
-    "travel +8 days: the last reminder",
-)
-
-
-@dataclass
-class DemoResult:
-    """What the ledger says at the end, plus what the queue and the endpoint saw."""
-
-    rows: list[dict[str, Any]]
-    counts: dict[tuple[str, str | None], int]
-    dead_letters: int
-    queue: dict[str, int]
-    answers: dict[str, list[str]]
-    paths: dict[str, str]
-    webhook_requests: dict[str, int]
-    outbox: Path
-    started_at: datetime
+class DatabaseInUse(ReminderRelayError):
+    """The demo runs only on an empty database: it must not mix with real reminders."""
 
 
 @dataclass
@@ -103,15 +55,26 @@ class Demo:
     answers: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     async def run(self) -> DemoResult:
-        """Run every step; the service and the endpoint are stopped whatever happens."""
+        """Run every step; the service, the dispatcher and the endpoint stop whatever happens."""
         self.start = self.clock()
         self.on_step(STEPS[0])
-        self.endpoint = WebhookEndpoint()
-        await self.endpoint.start()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.container = build_container(self._settings(base_url), clock=self.clock)
+        settings = self._settings(base_url)
+        async with open_container(settings, clock=self.clock) as self.container:
+            await self._refuse_used_database()
+            self.endpoint = WebhookEndpoint()
+            await self.endpoint.start()
+            self.container.close_with(self.endpoint.stop)
+            self.dispatcher, pusher = dispatcher_from_settings(
+                settings, self.container.engine, clock=self.clock, rand=self.container.receiver.rand
+            )
+            if pusher is not None:
+                self.container.close_with(pusher.close)
+            return await self._serve(sock, base_url)
+
+    async def _serve(self, sock: socket.socket, base_url: str) -> DemoResult:
         server = uvicorn.Server(
             uvicorn.Config(
                 create_app(container=self.container, background=False),
@@ -121,12 +84,6 @@ class Demo:
             )
         )
         serving = asyncio.create_task(server.serve(sockets=[sock]))
-        self.dispatcher, pusher = dispatcher_from_settings(
-            self.container.settings,
-            self.container.engine,
-            clock=self.clock,
-            rand=self.container.receiver.rand,
-        )
         try:
             await _until_started(server, serving)
             async with httpx.AsyncClient(base_url=base_url, timeout=30) as self.api:
@@ -135,10 +92,11 @@ class Demo:
         finally:
             server.should_exit = True
             await serving
-            if pusher is not None:
-                await pusher.close()
-            await self.endpoint.stop()
-            await self._close_container()
+
+    async def _refuse_used_database(self) -> None:
+        async with self.container.engine.connect() as conn:
+            if await summary_repo.ledger_rows(conn):
+                raise DatabaseInUse("the demo needs an empty database; this one has reminders")
 
     def _settings(self, base_url: str) -> Settings:
         return Settings(
@@ -164,12 +122,6 @@ class Demo:
             backoff_cap_seconds=600,
             log_level="ERROR",
         )
-
-    async def _close_container(self) -> None:
-        http = getattr(self.container, "http", None)
-        if http is not None:
-            await http.aclose()
-        await self.container.engine.dispose()
 
     async def _scenario(self) -> None:
         await self._dispatcher_dies_after_a_push()
@@ -318,35 +270,3 @@ async def _until_started(server: uvicorn.Server, serving: asyncio.Task[None]) ->
             break
         await asyncio.sleep(0.01)
     raise RuntimeError("the service did not start")
-
-
-def check_result(result: DemoResult) -> list[str]:
-    """What differs from the outcomes the scenario must produce (empty when all hold)."""
-    problems = []
-    by_reminder: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in result.rows:
-        by_reminder[row["reminder_id"]].append(row)
-    for case in CASES:
-        outcomes = sorted((row["channel"], row["outcome"]) for row in by_reminder[case.reminder_id])
-        wanted = sorted((channel, case.expect) for channel in case.channels)
-        if outcomes != wanted:
-            problems.append(f"{case.reminder_id}: ledger {outcomes}, expected {wanted}")
-    twice = result.answers.get("demo:pushed-twice email")
-    if twice != ["sent", "duplicate"]:
-        problems.append(f"demo:pushed-twice was answered {twice}, expected sent then duplicate")
-    if result.queue.get("ready"):
-        problems.append(f"{result.queue['ready']} messages still in the queue")
-    return problems
-
-
-def format_offset(delta: timedelta) -> str:
-    """``+6d 0h 05m`` style offsets from the demo's start."""
-    total = int(delta.total_seconds())
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"+{days}d {hours}h {minutes:02d}m"
-    if hours:
-        return f"+{hours}h {minutes:02d}m"
-    return f"+{minutes}m {seconds:02d}s"

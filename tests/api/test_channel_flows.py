@@ -10,7 +10,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.main import build_container, create_app
+from app.container import build_container
+from app.main import create_app
 from tests.conftest import make_settings
 from tests.support.channel_servers import WebhookSink, serve
 from tests.support.flow import API, get_reminder, push_message, put_customer, put_reminder, sweep

@@ -11,7 +11,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.main import build_container, create_app
+from app.container import build_container
+from app.main import create_app
 from tests.conftest import make_settings
 from tests.support.channel_servers import FakeEmailApi, TlsMaterial, WebhookSink, serve, smtp_server
 from tests.support.flow import get_reminder, push_message, put_customer, put_reminder, sweep

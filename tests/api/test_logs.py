@@ -6,9 +6,9 @@ import logging
 import orjson
 import pytest
 
-from app import observability
 from app.domain.errors import TransientProviderError
 from app.observability import StdoutHandler, configure_logging
+from app.observability import logs as log_output
 from tests.conftest import ADMIN_TOKEN, API_TOKEN, CRON_TOKEN
 from tests.support.flow import push, push_message, put_customer, put_reminder, sweep
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
@@ -26,7 +26,7 @@ def log_lines():
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, StdoutHandler)]:
         root.removeHandler(handler)
-    observability._stream = None  # back to stdout for later tests
+    log_output._stream = None  # back to stdout for later tests
 
 
 async def test_each_delivery_decision_is_one_json_line_with_ids_only(

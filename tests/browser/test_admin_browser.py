@@ -17,10 +17,11 @@ import pytest
 from sqlalchemy import select
 
 from app.adapters.queues.memory import MemoryPublisher
+from app.container import build_container
 from app.db.engine import create_engine
 from app.db.tables import dead_letters, send_records
 from app.domain.errors import TransientProviderError
-from app.main import build_container, create_app
+from app.main import create_app
 from tests.conftest import ADMIN_TOKEN, API_TOKEN, CRON_TOKEN, empty_all_tables, make_settings
 from tests.support.live_server import live_server
 from tests.support.providers import ScriptedProvider

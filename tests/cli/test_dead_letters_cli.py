@@ -6,9 +6,9 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-import app.cli_dead_letters as cli_module
+import app.cli.dead_letters as cli_module
 from app.cli import cli
-from app.main import build_container
+from app.container import open_container
 from tests.support.dead_letters import exhaust
 from tests.support.flow import get_reminder, push_message
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
@@ -76,7 +76,7 @@ async def test_redrive_publishes_and_the_message_is_sent(
     monkeypatch.setattr(
         cli_module,
         "open_container",
-        lambda _settings, *, publish: build_container(settings, clock=clock, publisher=publisher),
+        lambda _settings, *, publish: open_container(settings, clock=clock, publisher=publisher),
     )
     result = await _invoke("redrive", "--all")
     assert result.exit_code == 0, result.output

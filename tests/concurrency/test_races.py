@@ -13,8 +13,9 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from app.container import build_container
 from app.db.engine import create_engine
-from app.main import build_container, create_app
+from app.main import create_app
 from app.services import reminders as service
 from app.services.sweep import SweepLimits, sweep
 from tests.support.flow import API, get_reminder, push_message, put_customer, put_reminder

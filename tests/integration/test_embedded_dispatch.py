@@ -22,9 +22,9 @@ from app.adapters.queues.embedded import (
 from app.db import queue_repo
 from app.db.engine import create_engine
 from app.db.queue_tables import queue_messages
+from app.domain.clock import utc_now
 from app.domain.messages import OutgoingMessage
 from app.domain.retry import BackoffPolicy
-from app.main import utc_now
 from tests.support.clock import FakeClock
 from tests.support.push import PUSH_SECRET
 from tests.support.push_server import Answer, PushServer

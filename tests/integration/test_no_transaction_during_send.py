@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.deps import Container
+from app.container import Container
 from app.domain.errors import TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 from app.services.receive import Receiver

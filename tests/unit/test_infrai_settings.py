@@ -7,7 +7,7 @@ from pydantic import SecretStr
 
 from app.adapters.queues.infrai import InfraiPublisher
 from app.adapters.queues.registry import build_publisher, close_publisher
-from app.settings_infrai import InfraiSettings
+from app.settings.infrai import InfraiSettings
 from tests.conftest import make_settings
 
 

@@ -12,10 +12,11 @@ by the application's lifespan.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import datetime
 
 import aiohttp
 
+from app.domain.clock import utc_now
 from app.domain.errors import ProviderError, TransientProviderError
 from app.domain.retry import parse_retry_after
 
@@ -67,7 +68,7 @@ async def read_capped(response: aiohttp.ClientResponse, limit: int = MAX_RESPONS
 
 def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
     """``Retry-After`` as seconds: delta-seconds or an HTTP date; None when absent or invalid."""
-    return parse_retry_after(value, now or datetime.now(UTC))
+    return parse_retry_after(value, now or utc_now())
 
 
 def classify_transport_error(error: BaseException, *, what: str) -> ProviderError:

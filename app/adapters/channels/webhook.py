@@ -15,12 +15,13 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 
 import aiohttp
 from pydantic import SecretStr
 from standardwebhooks.webhooks import Webhook
 
+from app.domain.clock import utc_now
 from app.domain.errors import (
     PermanentProviderError,
     RateLimitedError,
@@ -39,10 +40,6 @@ from .http import (
 from .ssrf import Resolver, TargetPolicy, VettedTarget, system_resolver, vet_target
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class WebhookProvider:
     """Signed JSON POSTs to customer endpoints, through the shared HTTP client."""
 
@@ -55,7 +52,7 @@ class WebhookProvider:
         signing_secret: SecretStr,
         policy: TargetPolicy,
         resolver: Resolver = system_resolver,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Callable[[], datetime] = utc_now,
         user_agent: str = "reminder-relay-webhooks/1",
     ) -> None:
         self.http = http

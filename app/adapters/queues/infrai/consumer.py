@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from app.domain.messages import Delivery
-from app.settings_infrai import InfraiSettings
+from app.settings.infrai import InfraiSettings
 
 from .api import InfraiApi, InfraiError
 from .requests import ack_body, consume_body, nack_body

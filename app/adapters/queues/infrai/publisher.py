@@ -21,7 +21,7 @@ from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.ports import MAX_MESSAGE_BYTES
 from app.domain.retry import BackoffPolicy
-from app.settings_infrai import InfraiSettings
+from app.settings.infrai import InfraiSettings
 
 from .api import InfraiApi, InfraiConfig, InfraiError, canonical_json
 from .requests import SEVEN_DAYS, batch_bodies, batch_idempotency_key, publish_body

@@ -1,8 +1,7 @@
-"""The ``reminders`` command: thin typer commands, each one unit of work."""
+"""Server commands of the ``reminders`` CLI: ``migrate``, ``serve`` and ``sweep``."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import os
@@ -11,24 +10,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from app.cli_common import load_settings as _settings
-from app.cli_dead_letters import app as dead_letters_app
-from app.cli_embedded import demo_command, dispatch_command, use_bound_address_for_pushes
-from app.cli_infrai import check_command, setup_infrai_command, worker_command
+from app.cli.common import load_settings as _settings
+from app.cli.common import run_in_container
+from app.cli.embedded import use_bound_address_for_pushes
 from app.db.migrations import upgrade_to_head
 from app.observability import configure_logging, prepare_metrics_dir
 
-cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
-cli.add_typer(dead_letters_app, name="dead-letters")
-cli.command("dispatch")(dispatch_command)
-cli.command("demo")(demo_command)
-cli.command("worker")(worker_command)
-cli.command("check")(check_command)
-cli.command("setup-infrai")(setup_infrai_command)
 console = Console()
 
 
-@cli.command()
 def migrate() -> None:
     """Apply database migrations up to head."""
     settings = _settings()
@@ -36,7 +26,6 @@ def migrate() -> None:
     console.print("[green]schema at head[/green]")
 
 
-@cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
@@ -72,27 +61,9 @@ def serve(
     )
 
 
-@cli.command("sweep")
 def sweep_command() -> None:
     """Run one sweep now (the same work as POST /cron/sweep) and print its report."""
-    from app.adapters.queues.registry import close_publisher
-    from app.main import build_container
-    from app.services.sweep import SweepReport
-
-    async def run() -> SweepReport:
-        container = build_container(_settings())
-        try:
-            return await container.sweep()
-        finally:
-            await close_publisher(container.publisher)
-            await container.engine.dispose()
-
-    report = asyncio.run(run())
+    report = run_in_container(_settings(), lambda container: container.sweep())
     console.print_json(json.dumps(report.to_json()))
     if report.error:
         raise typer.Exit(1)
-
-
-def main() -> None:
-    """Console-script entry point."""
-    cli()

@@ -1,6 +1,6 @@
 """Infrai settings (prefix ``REMINDERS_INFRAI_``), nested in ``Settings.infrai``.
 
-Infrai documents only part of its API (shared/infrai/CONTRACT.md). The documented routes
+Infrai documents only part of its API. The documented routes
 (``queue/publish``, ``queue/create``, ``cron/create``, ``cron/list``, ``discovery``) are
 fixed; every path and field that is only *seen in client code* or *open* is a setting
 here, with the most common client behaviour as the default.
@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PLACEHOLDER_KEYS = frozenset({"", "changeme", "change-me", "ifr_xxx", "xxx", "secret", "todo"})
+from app.settings.secrets import refuse_placeholder
 
 
 class InfraiSettings(BaseSettings):
@@ -91,8 +91,7 @@ def check_infrai_settings(
             "REMINDERS_INFRAI_QUEUE_MAX_RETRIES must exceed REMINDERS_MAX_ATTEMPTS: our own "
             "dead-letter set must catch exhausted sends before Infrai's DLQ does"
         )
-    key = infrai.api_key.get_secret_value().strip().lower()
-    if not dev_mode and key in PLACEHOLDER_KEYS:
-        raise ValueError(
-            "REMINDERS_INFRAI_API_KEY is empty or a placeholder (REMINDERS_QUEUE=infrai)"
+    if not dev_mode:
+        refuse_placeholder(
+            "REMINDERS_INFRAI_API_KEY", infrai.api_key, context="REMINDERS_QUEUE=infrai"
         )

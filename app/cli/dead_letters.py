@@ -9,21 +9,20 @@ go through the HTTP API. A real redrive needs a queue this process can publish t
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
-from fastapi.encoders import jsonable_encoder
 from rich.console import Console
-from rich.table import Table
 
-from app.adapters.queues.registry import close_publisher
-from app.api.deps import Container
-from app.cli_common import load_settings as _settings
+from app import container as containers
+from app.cli.common import load_settings as _settings
+from app.cli.dead_letters_tables import dead_letter_table, print_json, report_table, send_table
+from app.container import Container
 from app.domain.errors import ReminderRelayError
-from app.domain.redrive import DeadLetterFilter, SendFilter, format_age, parse_duration
+from app.domain.redrive import DeadLetterFilter, SendFilter, parse_duration
 from app.domain.states import SendState
 from app.services import dead_letters as service
 from app.settings import Settings
@@ -48,26 +47,22 @@ class MemoryQueueRefused(ReminderRelayError):
     """The in-memory queue lives inside the server process: publish through the API instead."""
 
 
-def open_container(settings: Settings, *, publish: bool) -> Container:
-    """The service's wiring for one command; refuses a real redrive into a private memory queue."""
-    from app.main import build_container
-
+@asynccontextmanager
+async def open_container(settings: Settings, *, publish: bool) -> AsyncIterator[Container]:
+    """The service's objects for one command; refuses a real redrive into a memory queue."""
     if publish and settings.queue == "memory":
         raise MemoryQueueRefused(
             "REMINDERS_QUEUE=memory: a message published here would vanish with this process; "
             "use --dry-run, POST /v1/dead-letters/.../redrive, or the /admin page"
         )
-    return build_container(settings)
+    async with containers.open_container(settings) as container:
+        yield container
 
 
 def _run(work: Callable[[Container], Awaitable[T]], *, publish: bool = False) -> T:
     async def main() -> T:
-        container = open_container(_settings(), publish=publish)
-        try:
+        async with open_container(_settings(), publish=publish) as container:
             return await work(container)
-        finally:
-            await close_publisher(container.publisher)
-            await container.engine.dispose()
 
     try:
         return asyncio.run(main())
@@ -92,84 +87,6 @@ def _filter(
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
     return DeadLetterFilter(queue, channel, error_class, reason, reminder, older, newer, redriven)
-
-
-def _when(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
-
-
-def _print_json(value: Any) -> None:
-    console.print_json(json.dumps(jsonable_encoder(value)))
-
-
-def dead_letter_table(items: list[dict[str, Any]]) -> Table:
-    """Dead letters as a rich table."""
-    table = Table(title="dead letters")
-    for name in ("id", "queue", "reminder", "channel", "reason", "error class", "attempts"):
-        table.add_column(name)
-    for name in ("age", "send state", "redriven"):
-        table.add_column(name)
-    for item in items:
-        table.add_row(
-            str(item["id"]),
-            item["queue"],
-            item["reminder_id"] or "-",
-            item["channel"] or "-",
-            item["reason"],
-            item["error_class"] or "-",
-            str(item["attempts"]),
-            format_age(item["age_seconds"]),
-            item["send_state"] or "-",
-            _when(item["redriven_at"]),
-        )
-    return table
-
-
-def send_table(title: str, items: list[dict[str, Any]], now: datetime) -> Table:
-    """Send records as a rich table."""
-    table = Table(title=title)
-    for name in ("id", "reminder", "channel", "state", "outcome", "attempts", "redrives"):
-        table.add_column(name)
-    for name in ("error class", "last error", "changed"):
-        table.add_column(name)
-    for item in items:
-        table.add_row(
-            str(item["id"]),
-            item["reminder_id"],
-            item["channel"],
-            item["state"],
-            item["outcome"] or "-",
-            str(item["attempt_count"]),
-            str(item["redrive_count"]),
-            item["last_error_class"] or "-",
-            (item["last_error"] or "-")[:60],
-            format_age((now - item["updated_at"]).total_seconds()) + " ago",
-        )
-    return table
-
-
-def report_table(report: service.RedriveReport) -> Table:
-    """A redrive report (or dry run) as a rich table."""
-    verb = "would publish" if report.dry_run else "published"
-    table = Table(
-        title=f"redrive{' (dry run)' if report.dry_run else ''}: {verb} {report.published}"
-    )
-    for name in ("dead letter", "send", "reminder", "channel", "state", "action", "reason"):
-        table.add_column(name)
-    table.add_column("queue / idempotency key")
-    for item in report.to_json()["items"]:
-        message = item["message"]
-        table.add_row(
-            str(item["dead_letter_id"] or "-"),
-            str(item["send_record_id"] or "-"),
-            item["reminder_id"] or "-",
-            item["channel"] or "-",
-            item["send_state"] or "-",
-            item["action"],
-            item["reason"],
-            f"{message['queue']} / {message['idempotency_key']}" if message else "-",
-        )
-    return table
 
 
 @app.command("list")
@@ -213,7 +130,7 @@ def list_command(
     page, sends = result["page"], result["terminal"]
     if as_json:
         body = {"items": page.items, "next_cursor": page.next_cursor}
-        _print_json(body | ({"terminal_failures": sends.items} if sends else {}))
+        print_json(body | ({"terminal_failures": sends.items} if sends else {}))
         return
     console.print(dead_letter_table(page.items))
     if page.next_cursor:
@@ -235,7 +152,7 @@ def show_command(dead_letter_id: int, as_json: AsJson = False) -> None:
 
     now, shown = _run(work)
     if as_json:
-        _print_json(shown)
+        print_json(shown)
         return
     letter, record = shown["dead_letter"], shown["send_record"]
     console.print(dead_letter_table([letter]))
@@ -266,7 +183,7 @@ def stuck_command(
 
     now, page = _run(work)
     if as_json:
-        _print_json({"items": page.items, "next_cursor": page.next_cursor})
+        print_json({"items": page.items, "next_cursor": page.next_cursor})
     else:
         console.print(send_table("sends stuck past their lease", page.items, now))
 
@@ -309,7 +226,7 @@ def redrive_command(
 
     report = _run(work, publish=not dry_run)
     if as_json:
-        _print_json(report.to_json())
+        print_json(report.to_json())
     else:
         console.print(report_table(report))
     if report.error:

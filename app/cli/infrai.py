@@ -1,7 +1,7 @@
 """Infrai commands of the ``reminders`` CLI: ``worker``, ``check``, ``setup-infrai``.
 
 Thin: each builds what it needs from settings, runs one service, prints, and exits
-non-zero on failure. Registered on the main Typer app in ``app/cli.py``.
+non-zero on failure. Registered on the main Typer app in ``app/cli/__init__.py``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -32,8 +31,9 @@ from app.adapters.queues.infrai.discovery import (
     HttpDiscovery,
 )
 from app.adapters.queues.infrai.setup import SetupResult, apply_setup, plan_setup
-from app.adapters.queues.registry import close_publisher
-from app.cli_common import load_settings as _settings
+from app.cli.common import load_settings as _settings
+from app.cli.common import run_in_container
+from app.container import Container, open_container
 from app.domain.errors import ReminderRelayError
 from app.domain.retry import BackoffPolicy
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, run_pull_worker
@@ -53,8 +53,12 @@ _STYLE = {
 }
 
 
-def _api(settings: Settings) -> InfraiApi:
-    return InfraiApi(build_http_client(settings.infrai), infrai_config(settings.infrai))
+def _api(container: Container) -> InfraiApi:
+    """An Infrai API client, closed with the container."""
+    infrai = container.settings.infrai
+    api = InfraiApi(build_http_client(infrai), infrai_config(infrai))
+    container.close_with(api.client.aclose)
+    return api
 
 
 def worker_command(
@@ -80,10 +84,6 @@ def worker_command(
 
 
 async def _run_worker(settings: Settings, queues: tuple[str, ...]) -> WorkerStats:
-    from app.main import build_container
-
-    container = build_container(settings)
-    api = _api(settings)
     infrai = settings.infrai
     config = PullWorkerConfig(
         queues=queues,
@@ -102,21 +102,15 @@ async def _run_worker(settings: Settings, queues: tuple[str, ...]) -> WorkerStat
     console.print(
         f"worker consuming {', '.join(queues)} (visibility {config.visibility_timeout} s)"
     )
-    try:
+    async with open_container(settings) as container:
+        api = _api(container)
         return await run_pull_worker(
             container.receiver,
             build_infrai_consumer(api, infrai),
             config,
             stop=stop,
-            rand=random.SystemRandom(),
+            rand=container.receiver.rand,
         )
-    finally:
-        await api.client.aclose()
-        await close_publisher(container.publisher)
-        await container.engine.dispose()
-        http = getattr(container, "http", None)
-        if http is not None:
-            await http.aclose()
 
 
 def check_command(
@@ -134,17 +128,14 @@ def check_command(
     """Check Infrai's published schemas accept our requests and our queues are set up."""
     settings = _settings()
 
-    async def run() -> list[CheckResult]:
-        api = _api(settings)
+    async def run(container: Container) -> list[CheckResult]:
+        api = _api(container)
         discovery: Discovery = (
             FileDiscovery(discovery_file) if discovery_file else HttpDiscovery(api)
         )
-        try:
-            return await run_check(discovery, api, settings, push=not pull, skip_queues=skip_queues)
-        finally:
-            await api.client.aclose()
+        return await run_check(discovery, api, settings, push=not pull, skip_queues=skip_queues)
 
-    results = asyncio.run(run())
+    results = run_in_container(settings, run)
     table = Table(title=f"Infrai check ({settings.infrai.base_url})")
     for column in ("check", "result", "detail"):
         table.add_column(column, overflow="fold")
@@ -174,21 +165,21 @@ def setup_infrai_command(
     if dry_run:
         results = [SetupResult(step, "would call") for step in steps]
     else:
-        results = asyncio.run(_apply(settings, steps))
+        results = run_in_container(settings, lambda container: _apply(container, steps))
     _print_setup(settings, results, dry_run=dry_run)
     if any(result.status == "failed" for result in results):
         raise typer.Exit(1)
 
 
-async def _apply(settings: Settings, steps: list) -> list[SetupResult]:
-    api = _api(settings)
+async def _apply(container: Container, steps: list) -> list[SetupResult]:
+    api = _api(container)
     try:
-        return await apply_setup(api, steps, queue_list_path=settings.infrai.queue_list_path)
+        return await apply_setup(
+            api, steps, queue_list_path=container.settings.infrai.queue_list_path
+        )
     except ReminderRelayError as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(1) from None
-    finally:
-        await api.client.aclose()
 
 
 def _print_setup(settings: Settings, results: list[SetupResult], *, dry_run: bool) -> None:

@@ -1,10 +1,9 @@
-"""Metrics and structured logs: one JSON line and one set of counters per delivery decision.
+"""Metrics and the per-delivery log line: one JSON line and one set of counters per decision.
 
 ``record_delivery`` is the single place a delivery is counted and logged; the push route
 and the pull worker both call it right after ``receive_delivery``. Logs are structlog
 JSON on stdout, configured once at startup; a request id (from ``X-Request-ID`` or
-generated) rides on every line. Logs carry identifiers only: never a secret, never a
-message body, address or rendered text.
+generated) rides on every line (``app.observability.logs`` configures the output).
 
 Metrics work with several uvicorn workers through prometheus-client's multiprocess mode
 when ``PROMETHEUS_MULTIPROC_DIR`` is set (``reminders serve --workers N`` sets it up).
@@ -15,17 +14,12 @@ worker reports the same values and they always equal the ledger.
 from __future__ import annotations
 
 import glob
-import logging
 import os
-import re
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any, Protocol
 
-import orjson
 import structlog
 from prometheus_client import Counter, Histogram
 
@@ -33,8 +27,41 @@ from app.domain.errors import ProviderError
 from app.domain.messages import Delivery, RenderedMessage, SendResult
 from app.domain.ports import ChannelProvider
 from app.domain.states import Outcome
-from app.services.receive import Answer
-from app.services.sweep import SweepReport
+
+
+class DeliveryDecision(Protocol):
+    """What the receiver answered for one delivery (``app.services.receive.Answer``)."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+    @property
+    def channel(self) -> str | None: ...
+    @property
+    def claimed(self) -> bool: ...
+    @property
+    def attempt(self) -> int | None: ...
+    @property
+    def reminder_id(self) -> str | None: ...
+    @property
+    def retry_after(self) -> float | None: ...
+    @property
+    def detail(self) -> str | None: ...
+
+
+class SweepOutcome(Protocol):
+    """What one sweep did (``app.services.sweep.SweepReport``)."""
+
+    @property
+    def enqueued(self) -> int: ...
+    @property
+    def messages(self) -> int: ...
+    @property
+    def remaining(self) -> int: ...
+    @property
+    def duration_ms(self) -> float: ...
+    @property
+    def error(self) -> str | None: ...
+
 
 DELIVERIES = Counter(
     "reminders_deliveries",
@@ -75,14 +102,14 @@ log = structlog.get_logger("reminders.delivery")
 _LABEL_MAX = 64
 
 
-def _safe_detail(answer: Answer) -> str | None:
+def _safe_detail(answer: DeliveryDecision) -> str | None:
     # A rejection's detail can quote the unusable payload; keep only its reason label.
     if answer.detail is None or answer.outcome != Outcome.REJECTED:
         return answer.detail
     return answer.detail.split(":", 1)[0]
 
 
-def record_delivery(delivery: Delivery, answer: Answer, duration: float) -> None:
+def record_delivery(delivery: Delivery, answer: DeliveryDecision, duration: float) -> None:
     """Count and log one delivery decision (called by the push route and the pull worker)."""
     queue = delivery.queue[:_LABEL_MAX]
     channel = answer.channel or "none"
@@ -112,7 +139,7 @@ def record_push_refused(reason: str) -> None:
     PUSH_REFUSED.labels(reason).inc()
 
 
-def record_sweep(report: SweepReport) -> None:
+def record_sweep(report: SweepOutcome) -> None:
     """Count one sweep and log its report."""
     SWEEP_SECONDS.observe(report.duration_ms / 1000)
     SWEEP_ENQUEUED.inc(report.enqueued)
@@ -182,146 +209,3 @@ def prepare_metrics_dir(workers: int) -> str | None:
         directory = tempfile.mkdtemp(prefix="reminders-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
     return directory
-
-
-# --- Logging ---
-#
-# structlog events (the per-delivery line) take the fast path: processors render JSON and
-# a tiny writer puts it on stdout (measured ~10x cheaper than routing through stdlib
-# logging). Plain ``logging`` records of libraries and older modules go through one stdlib
-# handler that renders the same JSON shape.
-
-_SHARED_PROCESSORS: list[Any] = [
-    structlog.contextvars.merge_contextvars,
-    structlog.stdlib.add_log_level,
-    structlog.stdlib.add_logger_name,
-    structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
-]
-_stream: TextIO | None = None  # None: whatever sys.stdout is at write time (runners swap it)
-
-
-def _orjson_dumps(value: Any, **_: Any) -> str:
-    return orjson.dumps(value, default=str).decode()
-
-
-class JsonLineWriter:
-    """structlog's output: one rendered line per event, flushed (containers read pipes)."""
-
-    def __init__(self, name: str = "") -> None:
-        self.name = name
-
-    def msg(self, message: str) -> None:
-        """Write one line."""
-        stream = _stream or sys.stdout
-        stream.write(message + "\n")
-        stream.flush()
-
-    debug = info = warning = warn = error = critical = exception = fatal = msg
-
-
-def _writer(name: str = "", *_: Any) -> JsonLineWriter:
-    return JsonLineWriter(name)
-
-
-def _configure_structlog(level: int) -> None:
-    structlog.configure(
-        processors=[
-            *_SHARED_PROCESSORS,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_orjson_dumps),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=_writer,
-        cache_logger_on_first_use=True,
-    )
-
-
-_configure_structlog(logging.INFO)  # at import, so no logger is ever cached with defaults
-
-
-def json_formatter() -> logging.Formatter:
-    """Renders plain ``logging`` records as the same JSON lines."""
-    return structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=_SHARED_PROCESSORS,
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_orjson_dumps),
-        ],
-    )
-
-
-class StdoutHandler(logging.StreamHandler):
-    """Writes to the configured stream, else whatever ``sys.stdout`` is at emit time."""
-
-    @property
-    def stream(self) -> TextIO:
-        """The configured stream, else the current stdout."""
-        return _stream or sys.stdout
-
-    @stream.setter
-    def stream(self, value: TextIO) -> None:
-        pass  # logging.StreamHandler.__init__ assigns it; the property decides
-
-
-def configure_logging(level: str = "INFO", *, stream: TextIO | None = None) -> None:
-    """JSON logs on stdout for structlog and stdlib loggers (idempotent; call at startup)."""
-    global _stream
-    _stream = stream
-    numeric = logging.getLevelNamesMapping()[level]
-    _configure_structlog(numeric)
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if isinstance(h, StdoutHandler)]:
-        root.removeHandler(handler)
-    handler = StdoutHandler()
-    handler.setFormatter(json_formatter())
-    root.addHandler(handler)
-    root.setLevel(numeric)
-    # uvicorn's own loggers propagate to the root handler instead of printing text; the
-    # access log only when uvicorn keeps one (``access_log=False``, as ``reminders serve``
-    # runs, leaves it without handlers and not propagating: re-enabling it cost a stdlib
-    # log record per request, bench/push.py).
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        logger = logging.getLogger(name)
-        if name == "uvicorn.access" and not logger.handlers and not logger.propagate:
-            continue
-        logger.handlers.clear()
-        logger.propagate = True
-
-
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
-
-
-class RequestIdMiddleware:
-    """Pure ASGI: take a sane ``X-Request-ID`` or make one, bind it to every log line of the
-    request, and echo it in the response."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Serve one ASGI connection with its request id bound."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = _incoming_id(scope["headers"]) or uuid.uuid4().hex
-        header = (b"x-request-id", request_id.encode())
-
-        async def send_with_id(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), header]
-            await send(message)
-
-        tokens = structlog.contextvars.bind_contextvars(request_id=request_id)
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            structlog.contextvars.reset_contextvars(**tokens)
-
-
-def _incoming_id(headers: list[tuple[bytes, bytes]]) -> str | None:
-    for name, value in headers:
-        if name == b"x-request-id":
-            text = value.decode("latin-1")
-            return text if _REQUEST_ID.match(text) else None
-    return None

@@ -1,0 +1,27 @@
+"""The ``reminders`` command: thin typer commands, one module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import server
+from app.cli.dead_letters import app as dead_letters_app
+from app.cli.demo import demo_command
+from app.cli.embedded import dispatch_command
+from app.cli.infrai import check_command, setup_infrai_command, worker_command
+
+cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
+cli.command("migrate")(server.migrate)
+cli.command("serve")(server.serve)
+cli.command("sweep")(server.sweep_command)
+cli.add_typer(dead_letters_app, name="dead-letters")
+cli.command("dispatch")(dispatch_command)
+cli.command("demo")(demo_command)
+cli.command("worker")(worker_command)
+cli.command("check")(check_command)
+cli.command("setup-infrai")(setup_infrai_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

@@ -1,0 +1,156 @@
+"""The composition root: ``open_container(settings)`` builds every long-lived object once
+and closes all of them once, for the FastAPI lifespan, every CLI command and the demo."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.adapters.channels.http import SharedHttp
+from app.adapters.channels.registry import build_providers
+from app.adapters.push_formats.infrai import InfraiPushFormat
+from app.adapters.queues.registry import build_publisher, close_publisher
+from app.adapters.rendering import Renderer
+from app.db.engine import autocommit, create_engine
+from app.domain.clock import utc_now
+from app.domain.ports import PushFormat, QueuePublisher
+from app.domain.retry import RandomSource
+from app.domain.unsubscribe import UnsubscribeLinks
+from app.observability import instrument_providers
+from app.services.receive import DeliveryPolicy, Receiver
+from app.services.sweep import SweepLimits, SweepReport, sweep
+from app.settings import Settings
+
+
+@dataclass
+class Container:  # not frozen: tests swap parts (e.g. providers) after building
+    """What the lifespan (or a command) builds once and every request shares."""
+
+    settings: Settings
+    engine: AsyncEngine
+    receiver: Receiver
+    push_format: PushFormat
+    publisher: QueuePublisher
+    renderer: Renderer
+    sweep_limits: SweepLimits
+    clock: Callable[[], datetime]
+    http: SharedHttp | None = None  # the one pooled outbound HTTP client
+    _exits: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
+
+    def queue_for(self, channel: str) -> str:
+        """The queue a channel's messages go to (REMINDERS_EMAIL_QUEUE / _WEBHOOK_QUEUE)."""
+        return self.settings.queue_for_channel(channel)
+
+    async def sweep(self) -> SweepReport:
+        """One bounded sweep with this service's publisher and limits."""
+        return await sweep(
+            self.engine,
+            self.publisher,
+            queue_for=self.queue_for,
+            clock=self.clock,
+            limits=self.sweep_limits,
+        )
+
+    def close_with(self, close: Callable[[], Awaitable[object]]) -> None:
+        """Close something a command built beside the container (a pusher, an API client)
+        when the container closes, before the engine and the pools it may still use."""
+        self._exits.push_async_callback(close)
+
+    async def aclose(self) -> None:
+        """Close everything once, last built first; a second call does nothing.
+
+        Order: what commands attached, the publisher (its HTTP client), the shared HTTP
+        pool, then the engine (whose disposal also closes the ledger's connections).
+        Every step runs even when an earlier one fails; the first failure is raised.
+        """
+        await self._exits.aclose()
+
+
+def build_container(
+    settings: Settings,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    rand: RandomSource | None = None,
+    publisher: QueuePublisher | None = None,
+) -> Container:
+    """Every long-lived object of the service, wired from settings (tests inject parts).
+
+    The caller owns it: ``await container.aclose()`` (``open_container`` does that).
+    """
+    engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
+    http = SharedHttp(max_connections=settings.http_max_connections)
+    renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
+    receiver = Receiver(
+        engine=engine,
+        autocommit=autocommit(engine),
+        providers=instrument_providers(build_providers(settings, http=http)),
+        renderer=renderer,
+        policy=_delivery_policy(settings),
+        clock=clock,
+        rand=rand or random.SystemRandom(),
+    )
+    container = Container(
+        settings=settings,
+        engine=engine,
+        receiver=receiver,
+        push_format=_push_format(settings),
+        publisher=publisher or build_publisher(settings, engine=engine, clock=clock),
+        renderer=renderer,
+        sweep_limits=SweepLimits(
+            batch_size=settings.sweep_batch_size,
+            time_budget_seconds=settings.sweep_time_budget_seconds,
+            claim_seconds=settings.sweep_claim_seconds,
+        ),
+        clock=clock,
+        http=http,
+    )
+    # Pushed first, so closed last: the engine outlives everything that may still use it.
+    container.close_with(engine.dispose)
+    container.close_with(http.aclose)
+    container.close_with(lambda: close_publisher(container.publisher))
+    return container
+
+
+@asynccontextmanager
+async def open_container(
+    settings: Settings,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    rand: RandomSource | None = None,
+    publisher: QueuePublisher | None = None,
+) -> AsyncIterator[Container]:
+    """The service's objects for the duration of the block, all closed once at its end."""
+    container = build_container(settings, clock=clock, rand=rand, publisher=publisher)
+    try:
+        yield container
+    finally:
+        await container.aclose()
+
+
+def _delivery_policy(settings: Settings) -> DeliveryPolicy:
+    return DeliveryPolicy(
+        lease=timedelta(seconds=settings.lease_seconds),
+        provider_timeout_seconds=settings.provider_timeout_seconds,
+        max_attempts=settings.max_attempts,
+        backoff=settings.backoff,
+        usefulness_grace=timedelta(seconds=settings.usefulness_grace_seconds),
+    )
+
+
+def _push_format(settings: Settings) -> InfraiPushFormat:
+    return InfraiPushFormat(
+        [secret.get_secret_value().encode() for secret in settings.push_secrets],
+        signature_header=settings.push_signature_header,
+        timestamp_header=settings.push_timestamp_header,
+        tolerance_seconds=settings.push_timestamp_tolerance_seconds,
+    )
+
+
+def _unsubscribe_links(settings: Settings) -> UnsubscribeLinks | None:
+    secret = settings.unsubscribe_secret.get_secret_value()
+    return UnsubscribeLinks(settings.public_base_url, secret.encode()) if secret else None

@@ -1,0 +1,25 @@
+"""Metrics and structured logs (the request-id middleware is the API's: ``app.api.request_id``)."""
+
+from app.observability.logs import StdoutHandler, configure_logging, json_formatter
+from app.observability.metrics import (
+    SWEEP_ENQUEUED,
+    InstrumentedProvider,
+    instrument_providers,
+    prepare_metrics_dir,
+    record_delivery,
+    record_push_refused,
+    record_sweep,
+)
+
+__all__ = [
+    "SWEEP_ENQUEUED",
+    "InstrumentedProvider",
+    "StdoutHandler",
+    "configure_logging",
+    "instrument_providers",
+    "json_formatter",
+    "prepare_metrics_dir",
+    "record_delivery",
+    "record_push_refused",
+    "record_sweep",
+]

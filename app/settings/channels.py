@@ -1,0 +1,62 @@
+"""Channel provider settings (README "Channel providers"), a base of ``Settings``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode
+
+from app.settings.secrets import DEV_CHANNEL_SECRETS, refuse_placeholder
+
+
+def split_csv(value: object) -> object:
+    """A comma-separated environment value as a list (lists pass through)."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class ChannelSettings(BaseSettings):
+    """Which provider sends each channel, and what those providers need."""
+
+    email_provider: str = "outbox"
+    webhook_provider: str = "outbox"
+    outbox_dir: Path = Path("./outbox")
+    outbox_fsync: bool = True
+    templates_dir: Path | None = None
+
+    email_from: str = "reminders@localhost"
+    unsubscribe_secret: SecretStr = SecretStr("")
+    smtp_host: str = "localhost"
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_security: Literal["starttls", "tls", "none"] = "starttls"
+    smtp_username: str | None = None
+    smtp_password: SecretStr = SecretStr("")
+    smtp_ca_file: Path | None = None
+    email_api_url: str = "https://api.resend.com"
+    email_api_key: SecretStr = SecretStr("")
+    webhook_signing_secret: SecretStr = SecretStr("")
+    webhook_allowed_targets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    http_max_connections: int = Field(default=100, ge=1)
+
+    @field_validator("webhook_allowed_targets", mode="before")
+    @classmethod
+    def _parse_allowed_targets(cls, value: object) -> object:
+        return split_csv(value)
+
+    def check_channels(self, *, dev_mode: bool) -> None:
+        """Dev mode fills the channel secrets; otherwise each real provider needs its own."""
+        if dev_mode:
+            for name, value in DEV_CHANNEL_SECRETS.items():
+                if not getattr(self, name).get_secret_value():
+                    object.__setattr__(self, name, SecretStr(value))
+        required = {
+            "unsubscribe_secret": self.email_provider in ("smtp", "email_api"),
+            "email_api_key": self.email_provider == "email_api",
+            "webhook_signing_secret": self.webhook_provider == "webhook",
+        }
+        for name, needed in required.items():
+            if needed:
+                refuse_placeholder(f"REMINDERS_{name.upper()}", getattr(self, name))
