@@ -10,14 +10,14 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from app.db.engine import create_engine
-from app.db.tables import Base
+from app.db.schema import metadata
 from app.settings import DEFAULT_SQLITE_URL
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-target_metadata = Base.metadata
+target_metadata = metadata  # every table of every module
 
 
 def _database_url() -> str:

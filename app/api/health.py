@@ -6,9 +6,8 @@ import asyncio
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
-from app.db.migrations import head_revisions
+from app.db.migrations import applied_revisions, head_revisions
 
 from .deps import ContainerDep
 
@@ -29,8 +28,7 @@ async def readyz(container: ContainerDep) -> JSONResponse:
     try:
         # A short bound: a load balancer's probe must not hang on a stuck pool or network.
         async with asyncio.timeout(limit), container.engine.connect() as conn:
-            rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
-            current = frozenset(rows.scalars())
+            current = await applied_revisions(conn)
     except TimeoutError:
         return JSONResponse(
             {"status": "unavailable", "database": f"no answer within {limit:g}s"}, status_code=503

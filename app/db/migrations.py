@@ -8,6 +8,8 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,3 +32,9 @@ def upgrade_to_head(database_url: str) -> None:
 def head_revisions() -> frozenset[str]:
     """The newest revision of every migration branch."""
     return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
+
+
+async def applied_revisions(conn: AsyncConnection) -> frozenset[str]:
+    """The revisions the database says it is at (``alembic_version``)."""
+    rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
+    return frozenset(rows.scalars())

@@ -152,7 +152,3 @@ customers = cast(Table, Customer.__table__)
 reminders = cast(Table, Reminder.__table__)
 send_records = cast(Table, SendRecord.__table__)
 dead_letters = cast(Table, DeadLetter.__table__)
-
-# Feature tables live in their own modules; importing them here puts every table in
-# Base.metadata, which Alembic's autogenerate and `alembic check` compare with the schema.
-from . import queue_tables, schedule_tables  # noqa: E402, F401

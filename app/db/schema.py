@@ -1,0 +1,13 @@
+"""The whole schema: every table module imported, so ``metadata`` holds every table.
+
+Alembic's autogenerate and ``alembic check`` compare this metadata with the database.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import MetaData
+
+from . import queue_tables, schedule_tables  # noqa: F401  (imported for their tables)
+from .tables import Base
+
+metadata: MetaData = Base.metadata
