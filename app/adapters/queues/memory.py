@@ -6,8 +6,9 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from app.domain.clock import utc_now
 from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.ports import MAX_MESSAGE_BYTES
@@ -42,7 +43,7 @@ class MemoryPublisher:
         self,
         *,
         max_delay_seconds: float = SEVEN_DAYS,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.max_delay_seconds = max_delay_seconds
         self.messages: list[PublishedMessage] = []

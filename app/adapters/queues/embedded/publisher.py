@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import queue_repo
 from app.db.queue_repo import NewMessage
+from app.domain.clock import utc_now
 from app.domain.messages import OutgoingMessage
 from app.domain.queueing import DEDUP_WINDOW, MAX_DELAY_SECONDS, RETENTION, check_publishable
 
 # Insert at most this many messages per statement (SQLite caps bound parameters).
 _CHUNK = 500
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class EmbeddedQueuePublisher:
@@ -39,7 +36,7 @@ class EmbeddedQueuePublisher:
         *,
         max_retries: int = 16,
         max_delay_seconds: float = MAX_DELAY_SECONDS,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.engine = engine
         self.max_retries = max_retries

@@ -15,13 +15,14 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
 from app.domain import retry
+from app.domain.clock import utc_now
 from app.domain.errors import PublishError
 from app.domain.retry import BackoffPolicy, RandomSource
 
@@ -82,11 +83,6 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
         return max(0.0, float(value.strip())) if value else None
     except ValueError:
         return retry.parse_retry_after(value, now)
-
-
-def utc_now() -> datetime:
-    """The wall clock, in UTC."""
-    return datetime.now(UTC)
 
 
 class InfraiApi:
