@@ -16,7 +16,8 @@ from app.adapters.channels.registry import build_providers
 from app.adapters.push_formats.infrai import InfraiPushFormat
 from app.adapters.queues.registry import build_publisher, close_publisher
 from app.adapters.rendering import Renderer
-from app.db.engine import autocommit, create_engine
+from app.db.engine import connection_budget, create_engine
+from app.db.ledger import ledger_for
 from app.domain.clock import utc_now
 from app.domain.ports import PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
@@ -82,12 +83,12 @@ def build_container(
 
     The caller owns it: ``await container.aclose()`` (``open_container`` does that).
     """
-    engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
+    budget = connection_budget(settings.database_url, settings.database_pool_size)
+    engine = create_engine(settings.database_url, pool_size=budget.engine)
     http = SharedHttp(max_connections=settings.http_max_connections)
     renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
     receiver = Receiver(
-        engine=engine,
-        autocommit=autocommit(engine),
+        ledger=ledger_for(engine, raw_connections=budget.raw_ledger),
         providers=instrument_providers(build_providers(settings, http=http)),
         renderer=renderer,
         policy=_delivery_policy(settings),

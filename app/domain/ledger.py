@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from .messages import CustomerView, ReminderView
 from .retry import BackoffPolicy, RandomSource
@@ -62,6 +63,22 @@ class Claim:
     claimed: bool
     record: SendRecordView | None
     context: tuple[ReminderView, CustomerView] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterEntry:
+    """A message operators must look at: an exhausted send or an unusable delivery."""
+
+    queue: str
+    reason: str
+    message_id: str | None = None
+    payload: Any = None
+    send_record_id: int | None = None
+    reminder_id: str | None = None
+    channel: str | None = None
+    error_class: str | None = None
+    error: str | None = None
+    attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,13 @@
-"""The Protocols adapters implement: queue publishers and channel providers."""
+"""The Protocols the outer layers implement: queue publishers, channel providers, the ledger."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
-from .messages import Delivery, OutgoingMessage, RenderedMessage, SendResult
+from .ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
+from .messages import Delivery, OutgoingMessage, ReminderView, RenderedMessage, SendResult
 
 # Infrai's (and most managed queues') message size ceiling.
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -74,4 +76,61 @@ class QueueConsumer(Protocol):
 
     async def nack(self, queue: str, message_id: str, *, delay: float) -> bool:
         """Redeliver after ``delay`` s; False when no nack route exists (visibility expiry)."""
+        ...
+
+
+class LedgerGateway(Protocol):
+    """Every ledger write of a delivery, each call one short unit of work of its own.
+
+    Implementations (``app/db/ledger/``) hold no connection between calls, so nothing is
+    held while a provider is called. ``values`` name ``send_records`` columns a finalize
+    sets. A fenced finalize raises ``LeaseLost`` when the row is no longer this attempt's
+    (another worker reclaimed it after the lease expired); then nothing of it is written.
+    """
+
+    @property
+    def checked_out(self) -> int:
+        """Database connections borrowed right now by this gateway."""
+        ...
+
+    async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
+        """Take the lease on the row (creating it) and read the reminder and customer as they
+        are now; not claimable: the row as it is now (None when the reminder does not exist)."""
+        ...
+
+    async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
+        """The ledger row for a key, if any."""
+        ...
+
+    async def release_claim(self, record: SendRecordView, *, now: datetime) -> bool:
+        """Give a claim back without spending the attempt; False when it was no longer ours."""
+        ...
+
+    async def finalize_send(
+        self,
+        record: SendRecordView,
+        reminder: ReminderView,
+        *,
+        now: datetime,
+        values: Mapping[str, Any],
+    ) -> None:
+        """Fenced finalize; when the row became final, mark the reminder done if all are."""
+        ...
+
+    async def finalize_failed_send(
+        self,
+        record: SendRecordView,
+        reminder: ReminderView,
+        *,
+        now: datetime,
+        values: Mapping[str, Any],
+        dead_letter: DeadLetterEntry | None,
+        disable_webhook: bool,
+    ) -> None:
+        """``finalize_send`` plus, in the same transaction, the dead letter of an exhausted
+        send and the webhook switched off after a 410."""
+        ...
+
+    async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
+        """Keep an authentic but unusable delivery for operators (once per message id)."""
         ...

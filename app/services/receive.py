@@ -14,18 +14,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from app.adapters.rendering import Renderer
-from app.db import customers_repo, dead_letters_repo, ledger_repo
-from app.db.ledger_gateway import LedgerGateway, ledger_for
 from app.domain.errors import (
+    LeaseLost,
     MalformedDelivery,
     ProviderError,
     TransientProviderError,
     WebhookGone,
 )
 from app.domain.ledger import (
+    DeadLetterEntry,
     Decision,
     LedgerKey,
     SendRecordView,
@@ -43,7 +41,7 @@ from app.domain.messages import (
     SendResult,
     parse_delivery_payload,
 )
-from app.domain.ports import ChannelProvider
+from app.domain.ports import ChannelProvider, LedgerGateway
 from app.domain.retry import BackoffPolicy, RandomSource
 from app.domain.states import Outcome, SendState
 
@@ -65,24 +63,20 @@ class DeliveryPolicy:
 class Receiver:
     """Everything the receiver needs, built once at startup."""
 
-    engine: AsyncEngine  # transactions for multi-statement phases
-    autocommit: AsyncEngine  # the same pool; single-statement phases skip BEGIN/COMMIT
+    # Every database write of a delivery: raw asyncpg on PostgreSQL, SQLAlchemy Core
+    # elsewhere (app/db/ledger/).
+    ledger: LedgerGateway
     providers: Mapping[str, ChannelProvider]
     renderer: Renderer
     policy: DeliveryPolicy
     clock: Callable[[], datetime]
     rand: RandomSource
-    # The hot-path ledger phases: raw asyncpg on PostgreSQL, SQLAlchemy Core elsewhere
-    # (app/db/ledger_gateway.py). Built from ``engine`` unless given.
-    ledger: LedgerGateway = field(default=None)  # type: ignore[assignment]
 
     # The channel names payloads may carry: derived from providers once, not per delivery.
     channels: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "channels", frozenset(self.providers))
-        if self.ledger is None:
-            object.__setattr__(self, "ledger", ledger_for(self.engine))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,13 +158,16 @@ async def _process_claim(
         now=receiver.clock(),
         grace=receiver.policy.usefulness_grace,
     )
-    if reason is not None:
-        return await _finalize_without_send(receiver, key, record, reminder, reason)
     try:
-        result = await _render_and_send(receiver, key, reminder, customer, provider)
-    except ProviderError as error:
-        return await _finalize_failure(receiver, delivery, key, record, reminder, error)
-    return await _finalize_sent(receiver, key, record, reminder, result)
+        if reason is not None:
+            return await _finalize_without_send(receiver, key, record, reminder, reason)
+        try:
+            result = await _render_and_send(receiver, key, reminder, customer, provider)
+        except ProviderError as error:
+            return await _finalize_failure(receiver, delivery, key, record, reminder, error)
+        return await _finalize_sent(receiver, key, record, reminder, result)
+    except LeaseLost:
+        return _lease_lost(receiver, key, record)
 
 
 async def _render_and_send(
@@ -208,7 +205,7 @@ async def _finalize_sent(
     result: SendResult,
 ) -> Answer:
     now = receiver.clock()
-    won = await receiver.ledger.finalize_send(
+    await receiver.ledger.finalize_send(
         record,
         reminder,
         now=now,
@@ -220,8 +217,6 @@ async def _finalize_sent(
             "next_attempt_at": None,
         },
     )
-    if not won:
-        return _lease_lost(receiver, key, record)
     return _answer(Decision(Outcome.SENT), key, record, claimed=True)
 
 
@@ -233,7 +228,7 @@ async def _finalize_without_send(
     reason: Outcome,
 ) -> Answer:
     now = receiver.clock()
-    won = await receiver.ledger.finalize_send(
+    await receiver.ledger.finalize_send(
         record,
         reminder,
         now=now,
@@ -244,8 +239,6 @@ async def _finalize_without_send(
             "next_attempt_at": None,
         },
     )
-    if not won:
-        return _lease_lost(receiver, key, record)
     return _answer(Decision(reason), key, record, claimed=True)
 
 
@@ -268,39 +261,32 @@ async def _finalize_failure(
         now=now,
     )
     message = truncate_error(str(error))
-    async with receiver.engine.begin() as conn:
-        won = await ledger_repo.finalize_and_settle(
-            conn,
-            record,
-            reminder,
-            now=now,
-            values={
-                "state": plan.state.value,
-                "outcome": None if plan.state == SendState.PENDING else plan.outcome.value,
-                "next_attempt_at": plan.next_attempt_at,
-                "last_error_class": error.detail_class,
-                "last_error": message,
-            },
-        )
-        if won and plan.state == SendState.DEAD:
-            await dead_letters_repo.add_dead_letter(
-                conn,
-                now=now,
-                queue=delivery.queue,
-                reason="attempts_exhausted",
-                message_id=delivery.message_id,
-                payload=delivery.payload,
-                send_record_id=record.id,
-                reminder_id=key.reminder_id,
-                channel=key.channel,
-                error_class=error.detail_class,
-                error=message,
-                attempts=record.attempt_count,
-            )
-        if won and isinstance(error, WebhookGone):  # 410: stop sending to this endpoint
-            await customers_repo.disable_webhook(conn, reminder.customer_id, now=now)
-    if not won:
-        return _lease_lost(receiver, key, record)
+    exhausted = DeadLetterEntry(
+        queue=delivery.queue,
+        reason="attempts_exhausted",
+        message_id=delivery.message_id,
+        payload=delivery.payload,
+        send_record_id=record.id,
+        reminder_id=key.reminder_id,
+        channel=key.channel,
+        error_class=error.detail_class,
+        error=message,
+        attempts=record.attempt_count,
+    )
+    await receiver.ledger.finalize_failed_send(
+        record,
+        reminder,
+        now=now,
+        values={
+            "state": plan.state.value,
+            "outcome": None if plan.state == SendState.PENDING else plan.outcome.value,
+            "next_attempt_at": plan.next_attempt_at,
+            "last_error_class": error.detail_class,
+            "last_error": message,
+        },
+        dead_letter=exhausted if plan.state == SendState.DEAD else None,
+        disable_webhook=isinstance(error, WebhookGone),  # 410: stop sending to this endpoint
+    )
     return _answer(
         Decision(plan.outcome, plan.retry_after, error.detail_class), key, record, claimed=True
     )
@@ -318,18 +304,16 @@ async def quarantine(receiver: Receiver, delivery: Delivery, *, reason: str, err
     """Keep an authentic but unusable message in dead_letters and acknowledge it."""
     payload = delivery.payload if isinstance(delivery.payload, dict) else None
     raw_id = payload.get("reminder_id") if payload else None
-    async with receiver.autocommit.connect() as conn:
-        await dead_letters_repo.add_dead_letter(
-            conn,
-            now=receiver.clock(),
-            queue=delivery.queue,
-            reason=reason,
-            message_id=delivery.message_id,
-            payload=payload if payload is not None else {"raw": repr(delivery.payload)[:2000]},
-            reminder_id=raw_id[:200] if isinstance(raw_id, str) else None,
-            error_class=reason,
-            error=truncate_error(error),
-        )
+    entry = DeadLetterEntry(
+        queue=delivery.queue,
+        reason=reason,
+        message_id=delivery.message_id,
+        payload=payload if payload is not None else {"raw": repr(delivery.payload)[:2000]},
+        reminder_id=raw_id[:200] if isinstance(raw_id, str) else None,
+        error_class=reason,
+        error=truncate_error(error),
+    )
+    await receiver.ledger.record_dead_letter(entry, now=receiver.clock())
     return Answer(Outcome.REJECTED, detail=f"{reason}: {truncate_error(error, 200)}")
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db import customers_repo, ledger_repo, reminders_repo
+from app.db import customers_repo, reminders_repo
+from app.db.ledger import repo as ledger_repo
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.states import ReminderState
 

@@ -39,7 +39,8 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db import customers_repo, ledger_repo, schedules_repo
+from app.db import customers_repo, schedules_repo
+from app.db.ledger import repo as ledger_repo
 from app.db.schedule_tables import ScheduleState
 from app.domain.errors import Conflict, InvalidInput, NotFound, ReminderRelayError
 from app.domain.recurrence import (

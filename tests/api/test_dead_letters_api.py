@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 
-from app.db.ledger_repo import claim_send
+from app.db.ledger.repo import claim_send
 from app.domain.ledger import LedgerKey
 from tests.support.dead_letters import (
     ADMIN,

@@ -8,7 +8,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from app.db.ledger_repo import claim_send
+from app.db.ledger.repo import claim_send
 from app.db.tables import dead_letters, reminders, send_records
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.ledger import LedgerKey

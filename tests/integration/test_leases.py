@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.db import ledger_repo
+from app.db.ledger import repo as ledger_repo
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.ledger import LedgerKey
 from app.domain.messages import SendResult
@@ -38,7 +38,7 @@ async def claim(container, clock, key=KEY):
 async def finalize_sent(container, clock, record, request_id="late-worker"):
     """A worker's fenced finalize as sent; True when it still held the claim."""
     async with container.engine.begin() as conn:
-        return await ledger_repo.finalize_send(
+        return await ledger_repo.update_claimed_send(
             conn,
             record,
             now=clock.now,

@@ -1,7 +1,7 @@
 """Both implementations of the receiver's ledger phases pass the same cases.
 
-``core`` is SQLAlchemy Core (``ledger_repo``) on the run's database; ``pg`` is the raw
-asyncpg path (``fast_ledger``) the receiver uses on PostgreSQL, run only with
+``core`` is SQLAlchemy Core (``app.db.ledger.core``) on the run's database; ``pg`` is the raw
+asyncpg path (``app.db.ledger.postgres``) the receiver uses on PostgreSQL, run only with
 ``--db postgresql``. Rows are read back through SQLAlchemy, independently of both.
 """
 
@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import ledger_repo
 from app.db.engine import create_engine
-from app.db.fast_ledger import PgLedger
-from app.db.ledger_gateway import CoreLedger, LedgerGateway, ledger_for
+from app.db.ledger import CoreLedger, LedgerGateway, PgLedger, ledger_for
+from app.db.ledger import repo as ledger_repo
 from app.db.tables import customers, reminders, send_records
+from app.domain.errors import LeaseLost
 from app.domain.ledger import Claim, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import SendState
@@ -47,7 +47,7 @@ def gateway(implementation: str, engine: AsyncEngine, db_backend: str) -> Ledger
         return CoreLedger(engine)
     if db_backend != "postgresql":
         pytest.skip("the raw asyncpg ledger exists for PostgreSQL only")
-    ledger = ledger_for(engine)
+    ledger = ledger_for(engine, raw_connections=4)
     assert isinstance(ledger, PgLedger)
     return ledger
 
@@ -159,7 +159,7 @@ async def test_a_refused_claim_reads_the_row_as_it_is_now(gateway, engine):
     await seed(engine)
     held = await claim(gateway)
     assert await attempt(gateway) == Claim(False, held)
-    assert await gateway.finalize_send(held, await the_reminder(engine), now=NOW, values=SENT)
+    await gateway.finalize_send(held, await the_reminder(engine), now=NOW, values=SENT)
     found = await attempt(gateway)
     sent = found.record
     assert not found.claimed
@@ -189,10 +189,11 @@ async def test_finalize_is_fenced_on_the_attempt(gateway, engine):
     late = await claim(gateway)
     current = await claim(gateway, at=NOW + LEASE)
     reminder = await the_reminder(engine)
-    assert not await gateway.finalize_send(late, reminder, now=NOW, values=SENT)
+    with pytest.raises(LeaseLost):
+        await gateway.finalize_send(late, reminder, now=NOW, values=SENT)
     assert (await row(engine, EMAIL))["state"] == "sending"
     assert await reminder_state(engine) == "enqueued"
-    assert await gateway.finalize_send(current, reminder, now=NOW, values=SENT)
+    await gateway.finalize_send(current, reminder, now=NOW, values=SENT)
     stored = await row(engine, EMAIL)
     assert (stored["state"], stored["provider_request_id"], stored["lease_until"]) == (
         "sent",
@@ -208,10 +209,10 @@ async def test_the_reminder_is_done_once_every_channel_is_final(gateway, engine)
     await seed(engine, channels=("email", "webhook"))
     email, webhook = await claim(gateway), await claim(gateway, WEBHOOK)
     reminder = await the_reminder(engine)
-    assert await gateway.finalize_send(email, reminder, now=NOW, values=SENT)
+    await gateway.finalize_send(email, reminder, now=NOW, values=SENT)
     assert await reminder_state(engine) == "enqueued"
     suppressed = {"state": "terminal_failure", "outcome": "suppressed", "next_attempt_at": None}
-    assert await gateway.finalize_send(webhook, reminder, now=NOW, values=suppressed)
+    await gateway.finalize_send(webhook, reminder, now=NOW, values=suppressed)
     assert await reminder_state(engine) == "done"
 
 
@@ -223,7 +224,7 @@ async def test_a_retry_is_not_final_and_is_claimable_only_when_due(gateway, engi
     reminder = await the_reminder(engine)
     retry_at = NOW + timedelta(minutes=5)
     retry = {"state": "pending", "next_attempt_at": retry_at, "last_error_class": "timeout"}
-    assert await gateway.finalize_send(record, reminder, now=NOW, values=retry)
+    await gateway.finalize_send(record, reminder, now=NOW, values=retry)
     assert await reminder_state(engine) == "enqueued"
     assert await claim(gateway, at=retry_at - timedelta(seconds=1)) is None
     again = await claim(gateway, at=retry_at)
@@ -272,7 +273,7 @@ async def test_no_connection_stays_borrowed_between_phases(gateway, engine):
     assert gateway.checked_out == 0
     reminder = await the_reminder(engine)
     assert gateway.checked_out == 0
-    assert await gateway.finalize_send(record, reminder, now=NOW, values=SENT)
+    await gateway.finalize_send(record, reminder, now=NOW, values=SENT)
     assert gateway.checked_out == 0
 
 
@@ -280,12 +281,13 @@ async def test_disposing_the_engine_closes_the_raw_connections(engine, db_backen
     """The asyncpg ledger's connections go when its engine is disposed."""
     if db_backend != "postgresql":
         pytest.skip("the raw asyncpg ledger exists for PostgreSQL only")
-    ledger = ledger_for(engine)
+    ledger = ledger_for(engine, raw_connections=4)
     assert isinstance(ledger, PgLedger)
     assert await ledger.get_send_record(EMAIL) is None
-    assert ledger.pool._opened == 1
+    pool = ledger.pool
+    assert pool.get_size() == 1
     await engine.dispose()
-    assert ledger.pool._opened == 0
+    assert pool.get_size() == 0
 
 
 async def waiting_for_a_lock(engine: AsyncEngine) -> bool:
@@ -326,10 +328,10 @@ async def test_a_duplicate_of_a_sent_row_writes_nothing_on_postgresql(engine, db
     """The raw path answers "already sent" read-only: the row is not even locked (xmax)."""
     if db_backend != "postgresql":
         pytest.skip("the raw asyncpg ledger exists for PostgreSQL only")
-    gateway = ledger_for(engine)
+    gateway = ledger_for(engine, raw_connections=4)
     await seed(engine)
     held = await claim(gateway)
-    assert await gateway.finalize_send(held, await the_reminder(engine), now=NOW, values=SENT)
+    await gateway.finalize_send(held, await the_reminder(engine), now=NOW, values=SENT)
 
     async def row_version() -> tuple:
         async with engine.connect() as conn:

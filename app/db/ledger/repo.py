@@ -1,4 +1,8 @@
-"""SQL for the send ledger (``send_records``) and the receiver's reads. Nothing here commits."""
+"""SQLAlchemy Core statements for the send ledger (``send_records``) and the receiver's reads.
+
+Any database. Nothing here commits: the caller (``core.CoreLedger``, a service) owns the
+transaction.
+"""
 
 from __future__ import annotations
 
@@ -14,19 +18,13 @@ from app.domain.ledger import LedgerKey, SendRecordView
 from app.domain.messages import CustomerView, ReminderView
 from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
 
-from .tables import customers, reminders, send_records
-from .types import UTCDateTime
+from ..tables import customers, reminders, send_records
+from ..types import UTCDateTime
+from .rows import VIEW_COLUMNS, send_context, send_record_view
 
 sr = send_records
 _NOW = bindparam("now", type_=UTCDateTime())
-_VIEW_COLUMNS = (
-    sr.c.id,
-    sr.c.state,
-    sr.c.attempt_count,
-    sr.c.attempt_budget_start,
-    sr.c.lease_until,
-    sr.c.next_attempt_at,
-)
+_VIEW_COLUMNS = tuple(sr.c[name] for name in VIEW_COLUMNS)
 
 
 def _claim_statement(dialect_insert: Any) -> Any:
@@ -78,17 +76,6 @@ _CLAIM = {
 }
 
 
-def _view(row: Any) -> SendRecordView:
-    return SendRecordView(
-        id=row.id,
-        state=SendState(row.state),
-        attempt_count=row.attempt_count,
-        attempt_budget_start=row.attempt_budget_start,
-        lease_until=row.lease_until,
-        next_attempt_at=row.next_attempt_at,
-    )
-
-
 async def claim_send(
     conn: AsyncConnection, key: LedgerKey, *, now: datetime, lease_until: datetime
 ) -> SendRecordView | None:
@@ -105,7 +92,7 @@ async def claim_send(
         },
     )
     row = result.first()
-    return _view(row) if row else None
+    return send_record_view(row._mapping) if row else None
 
 
 _GET_RECORD = select(*_VIEW_COLUMNS).where(
@@ -122,7 +109,7 @@ async def get_send_record(conn: AsyncConnection, key: LedgerKey) -> SendRecordVi
         {"reminder_id": key.reminder_id, "channel": key.channel, "provider": key.provider},
     )
     row = result.first()
-    return _view(row) if row else None
+    return send_record_view(row._mapping) if row else None
 
 
 _CONTEXT = (
@@ -130,7 +117,7 @@ _CONTEXT = (
         reminders.c.id,
         reminders.c.customer_id,
         reminders.c.kind,
-        reminders.c.state,
+        reminders.c.state.label("reminder_state"),
         reminders.c.due_at,
         reminders.c.expires_at,
         reminders.c.channels,
@@ -153,29 +140,7 @@ async def load_send_context(
 ) -> tuple[ReminderView, CustomerView] | None:
     """The reminder and its customer as they are now (one statement)."""
     row = (await conn.execute(_CONTEXT, {"reminder_id": reminder_id})).first()
-    if row is None:
-        return None
-    reminder = ReminderView(
-        id=row.id,
-        customer_id=row.customer_id,
-        kind=row.kind,
-        state=row.state,
-        due_at=row.due_at,
-        expires_at=row.expires_at,
-        channels=tuple(row.channels or ()),
-        data=row.data or {},
-        schedule_version=row.schedule_version,
-    )
-    customer = CustomerView(
-        id=row.customer_id,
-        email=row.email,
-        webhook_url=row.webhook_url,
-        time_zone=row.time_zone,
-        opted_out_channels=frozenset(row.opted_out_channels or ()),
-        unsubscribed_at=row.unsubscribed_at,
-        webhook_disabled_at=row.webhook_disabled_at,
-    )
-    return reminder, customer
+    return None if row is None else send_context(reminder_id, row._mapping)
 
 
 _FENCE = and_(
@@ -185,7 +150,7 @@ _FENCE = and_(
 )
 
 
-async def finalize_send(
+async def update_claimed_send(
     conn: AsyncConnection,
     record: SendRecordView,
     *,
@@ -202,7 +167,7 @@ async def finalize_send(
 
 async def release_claim(conn: AsyncConnection, record: SendRecordView, *, now: datetime) -> bool:
     """Give a claim back without spending the attempt (the message was stale)."""
-    return await finalize_send(
+    return await update_claimed_send(
         conn,
         record,
         now=now,
@@ -252,7 +217,7 @@ async def finalize_and_settle(
 ) -> bool:
     """Fenced finalize; when the row became final, mark the reminder done if all its
     channels are. Run inside the caller's transaction; False when the lease was lost."""
-    won = await finalize_send(conn, record, now=now, values=values)
+    won = await update_claimed_send(conn, record, now=now, values=values)
     if won and SendState(values["state"]) in FINAL_SEND_STATES:
         await mark_reminder_done_if_final(conn, reminder, now=now)
     return won

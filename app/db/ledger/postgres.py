@@ -2,8 +2,8 @@
 
 Why a second implementation: one SQLAlchemy Core statement with its pool checkout costs
 ~300-400 µs of CPU on the 2-core box, the same statement on a borrowed asyncpg
-connection ~60-100 µs (DESIGN §8: 645 vs 1,441 deliveries/s from Python; bench/push.py
-measured the receiver before and after). The statements are ``ledger_repo``'s (the Core
+connection ~60-100 µs (measured from Python with 16 tasks: 645 vs 1,441 deliveries/s;
+bench/push.py measured the receiver before and after). The statements are ``repo``'s (the Core
 path that SQLite and the rest of the service keep), written out for PostgreSQL, and
 folded where one statement can do the work of two: the claim also reads the send context
 (or, refused, the row), the finalize also marks the reminder done. A new delivery costs
@@ -17,8 +17,7 @@ BEGIN/COMMIT round trips, nothing held while a provider is called.
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
+import contextlib
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -27,15 +26,19 @@ import asyncpg
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.domain.errors import LeaseLost
 from app.domain.ledger import Claim, LedgerKey, SendRecordView
-from app.domain.messages import CustomerView, ReminderView
+from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+
+from .core import CoreLedger
+from .rows import VIEW_COLUMNS, send_context, send_record_view
 
 _FINAL = ", ".join(f"'{state.value}'" for state in sorted(FINAL_SEND_STATES))
 _OPEN_REMINDER = f"'{ReminderState.SCHEDULED.value}', '{ReminderState.ENQUEUED.value}'"
-_VIEW = "id, state, attempt_count, attempt_budget_start, lease_until, next_attempt_at"
+_VIEW = ", ".join(VIEW_COLUMNS)
 
-# ledger_repo._claim_statement: insert the row if the reminder exists and the row does
+# repo._claim_statement: insert the row if the reminder exists and the row does
 # not, else take it over only if it is claimable. No row back means "not claimed". Here the
 # insert is also skipped when the row was already sent (``existing``, see CLAIM_OR_READ).
 _CLAIM = f"""
@@ -118,7 +121,7 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
 
     One statement sees one snapshot, so the channels already final are counted without
     this row (``id <> $1``) and this row is added from the CTE's RETURNING: the same
-    count ``ledger_repo.mark_reminder_done_if_final`` makes after its own update.
+    count ``repo.mark_reminder_done_if_final`` makes after its own update.
     Parameters: $1 record id, $2 attempt, $3 now, $4 reminder id, $5 channel count,
     then the values of ``columns`` in order.
     """
@@ -146,116 +149,6 @@ SELECT count(*) FROM finalized
 """
 
 
-class StatementPool:
-    """A small pool of asyncpg connections, each borrowed for exactly one statement.
-
-    asyncpg's own pool resets a connection on every release (one more round trip) and
-    costs ~100 µs of CPU per acquire here. A connection borrowed for one autocommit
-    statement carries no session state, so there is nothing to reset. A connection that
-    fails with anything but a statement error (PostgresError) is dropped, not reused.
-    """
-
-    def __init__(self, connect_kwargs: Mapping[str, Any], size: int) -> None:
-        self._connect_kwargs = dict(connect_kwargs)
-        self._size = size
-        self._idle: list[asyncpg.Connection] = []
-        self._waiters: deque[asyncio.Future[asyncpg.Connection | None]] = deque()
-        self._opened = 0
-
-    @property
-    def checked_out(self) -> int:
-        """Connections borrowed right now (or being opened for a borrower)."""
-        return self._opened - len(self._idle)
-
-    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
-        """Run one statement on a borrowed connection; its first row."""
-        conn = await self._acquire()
-        try:
-            row = await conn.fetchrow(query, *args)
-        except asyncpg.PostgresError:
-            self._release(conn)  # the server refused the statement; the session is fine
-            raise
-        except BaseException:
-            self._discard(conn)  # broken, or cancelled mid-statement: never reuse
-            raise
-        self._release(conn)
-        return row
-
-    async def _acquire(self) -> asyncpg.Connection:
-        while True:
-            if self._idle:
-                return self._idle.pop()  # LIFO keeps a few connections hot
-            if self._opened < self._size:
-                return await self._open()
-            waiter: asyncio.Future[asyncpg.Connection | None] = (
-                asyncio.get_running_loop().create_future()
-            )
-            self._waiters.append(waiter)
-            try:
-                conn = await waiter
-            except BaseException:
-                self._abandon(waiter)
-                raise
-            if conn is not None:
-                return conn
-            # None: a connection was dropped, so there is room to open one
-
-    async def _open(self) -> asyncpg.Connection:
-        self._opened += 1
-        try:
-            return await asyncpg.connect(**self._connect_kwargs)
-        except BaseException:
-            self._opened -= 1
-            self._wake(None)
-            raise
-
-    def _abandon(self, waiter: asyncio.Future[asyncpg.Connection | None]) -> None:
-        if waiter.done() and not waiter.cancelled():
-            handed = waiter.result()  # handed over just as the borrower was cancelled
-            if handed is not None:
-                self._release(handed)
-            else:
-                self._wake(None)
-        else:
-            waiter.cancel()
-
-    def _wake(self, conn: asyncpg.Connection | None) -> bool:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(conn)
-                return True
-        return False
-
-    def _release(self, conn: asyncpg.Connection) -> None:
-        if conn.is_closed():
-            self._discard(conn)
-        elif not self._wake(conn):
-            self._idle.append(conn)
-
-    def _discard(self, conn: asyncpg.Connection) -> None:
-        conn.terminate()
-        self._opened -= 1
-        self._wake(None)
-
-    def terminate(self) -> None:
-        """Drop the idle connections at once (no event loop needed)."""
-        idle, self._idle = self._idle, []
-        self._opened -= len(idle)
-        for conn in idle:
-            conn.terminate()
-
-    async def close(self) -> None:
-        """Close the idle connections (borrowed ones go back to the pool when returned)."""
-        idle, self._idle = self._idle, []
-        self._opened -= len(idle)
-        for conn in idle:
-            try:
-                await conn.close(timeout=5)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-                conn.terminate()
-
-
 def connect_kwargs(engine: AsyncEngine) -> dict[str, Any]:
     """asyncpg.connect() arguments for the database an engine points at."""
     _, params = engine.dialect.create_connect_args(engine.url)
@@ -268,47 +161,57 @@ def connect_kwargs(engine: AsyncEngine) -> dict[str, Any]:
     return params
 
 
-class PgLedger:
-    """The receiver's ledger phases on PostgreSQL: one raw statement each."""
+class PgLedger(CoreLedger):
+    """The ledger gateway on PostgreSQL: the hot phases one raw statement each.
 
-    def __init__(self, pool: StatementPool) -> None:
-        self.pool = pool
+    Claim, read, release and finalize run on asyncpg's own pool; the rare phases (a failed
+    send's finalize with its dead letter, a quarantined delivery) are ``CoreLedger``'s, on
+    the engine. The two pools split the process's connection budget (``engine.py``).
+    """
+
+    def __init__(self, engine: AsyncEngine, *, size: int) -> None:
+        super().__init__(engine)
+        self._size = size
+        self.pool = raw_pool(engine, size=size)
         self._finalize_sql: dict[tuple[str, ...], str] = {}
-
-    @classmethod
-    def for_engine(cls, engine: AsyncEngine, *, size: int) -> PgLedger:
-        """A ledger on its own connections to the engine's database."""
-        return cls(StatementPool(connect_kwargs(engine), size))
 
     @property
     def checked_out(self) -> int:
-        """Connections borrowed right now (0 whenever no statement runs)."""
-        return self.pool.checked_out
+        """Connections borrowed right now from either pool (0 whenever no statement runs)."""
+        return self.pool.get_size() - self.pool.get_idle_size() + super().checked_out
 
     async def close(self) -> None:
-        """Close the connections."""
-        await self.pool.close()
+        """Close the raw connections; like a disposed engine, the ledger stays usable."""
+        pool, self.pool = self.pool, raw_pool(self.engine, size=self._size)
+        await (await pool).close()
+
+    def terminate(self) -> None:
+        """Drop the raw connections at once (no event loop needed)."""
+        pool, self.pool = self.pool, raw_pool(self.engine, size=self._size)
+        with contextlib.suppress(asyncpg.InterfaceError):  # never initialized: nothing open
+            pool.terminate()
 
     async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
         """Claim the row (creating it) and read the send context, in one statement."""
-        row = await self.pool.fetchrow(
+        row = await self._fetchrow(
             CLAIM_OR_READ, key.reminder_id, key.channel, key.provider, lease_until,
             key.idempotency_key, now,
         )  # fmt: skip
         if row is not None and row["claimed"]:
-            return Claim(True, _view(row), _context(key.reminder_id, row))
+            context = send_context(key.reminder_id, row, decode=_json)
+            return Claim(True, send_record_view(row), context)
         if row is not None and row["state"] == SendState.SENT.value:
-            return Claim(False, _view(row))
+            return Claim(False, send_record_view(row))
         return Claim(False, await self.get_send_record(key))
 
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
         """The ledger row for a key, if any."""
-        row = await self.pool.fetchrow(GET_RECORD, key.reminder_id, key.channel, key.provider)
-        return _view(row) if row else None
+        row = await self._fetchrow(GET_RECORD, key.reminder_id, key.channel, key.provider)
+        return send_record_view(row) if row else None
 
     async def release_claim(self, record: SendRecordView, *, now: datetime) -> bool:
         """Give a claim back without spending the attempt (the message was stale)."""
-        row = await self.pool.fetchrow(RELEASE, record.id, record.attempt_count, now)
+        row = await self._fetchrow(RELEASE, record.id, record.attempt_count, now)
         return row is not None
 
     async def finalize_send(
@@ -318,7 +221,7 @@ class PgLedger:
         *,
         now: datetime,
         values: Mapping[str, Any],
-    ) -> bool:
+    ) -> None:
         """Compare-and-set the claimed row and, once every channel is final, the reminder."""
         columns = tuple(sorted(values))
         unknown = set(columns) - FINALIZE_COLUMNS
@@ -327,48 +230,67 @@ class PgLedger:
         sql = self._finalize_sql.get(columns)
         if sql is None:
             sql = self._finalize_sql[columns] = finalize_statement(columns)
-        row = await self.pool.fetchrow(
+        row = await self._fetchrow(
             sql, record.id, record.attempt_count, now, reminder.id, len(reminder.channels),
             *(values[name] for name in columns),
         )  # fmt: skip
-        return bool(row and row[0] == 1)
+        if not (row and row[0] == 1):
+            raise LeaseLost()
+
+    async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        # Awaiting the pool initializes it on first use; with min_size=0 that opens nothing
+        # and never yields, so two first users cannot race. Later it returns at once.
+        pool = await self.pool
+        try:
+            return await _fetchrow_once(pool, query, args)
+        except _CONNECTION_FAILURES:
+            # The server ended the session (pg_terminate_backend, a restart) before asyncpg
+            # saw the socket close. Once more on another connection: every statement here
+            # is fenced, so one that did take effect is refused, never applied twice.
+            return await _fetchrow_once(pool, query, args)
 
 
-def _view(row: asyncpg.Record) -> SendRecordView:
-    return SendRecordView(
-        id=row["id"],
-        state=SendState(row["state"]),
-        attempt_count=row["attempt_count"],
-        attempt_budget_start=row["attempt_budget_start"],
-        lease_until=row["lease_until"],
-        next_attempt_at=row["next_attempt_at"],
+# Failures of the connection, not of the statement. 57P01 (admin_shutdown) is the
+# server's answer to a statement on a session pg_terminate_backend ended.
+_CONNECTION_FAILURES = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+)
+
+
+async def _fetchrow_once(pool: asyncpg.Pool, query: str, args: tuple[Any, ...]) -> Any:
+    async with pool.acquire() as conn:
+        try:
+            return await conn.fetchrow(query, *args)
+        except asyncpg.PostgresError as error:
+            if isinstance(error, _CONNECTION_FAILURES):
+                conn.terminate()
+            raise  # otherwise the server refused the statement; the session is fine
+        except BaseException:
+            conn.terminate()  # broken, or cancelled mid-statement: never handed out again
+            raise
+
+
+def raw_pool(engine: AsyncEngine, *, size: int) -> asyncpg.Pool:
+    """asyncpg's pool to the engine's database, not yet initialized (no I/O here).
+
+    Connections open on demand, at most ``size``. asyncpg drops a connection that failed
+    or was closed by the server (``pg_terminate_backend``, a restart) instead of handing it
+    out again. Its default reset on release (one more round trip each time) is skipped: a
+    connection is borrowed for one autocommit statement and carries no session state.
+    """
+    return asyncpg.create_pool(
+        **connect_kwargs(engine), min_size=0, max_size=size, reset=_keep_session
     )
+
+
+async def _keep_session(_connection: asyncpg.Connection) -> None:
+    """Nothing to reset: see ``raw_pool``."""
 
 
 def _json(value: str | None) -> Any:
     # asyncpg hands ``json`` columns over as text.
     return None if value is None else orjson.loads(value)
-
-
-def _context(reminder_id: str, row: asyncpg.Record) -> tuple[ReminderView, CustomerView]:
-    reminder = ReminderView(
-        id=reminder_id,
-        customer_id=row["customer_id"],
-        kind=row["kind"],
-        state=row["reminder_state"],
-        due_at=row["due_at"],
-        expires_at=row["expires_at"],
-        channels=tuple(_json(row["channels"]) or ()),
-        data=_json(row["data"]) or {},
-        schedule_version=row["schedule_version"],
-    )
-    customer = CustomerView(
-        id=row["customer_id"],
-        email=row["email"],
-        webhook_url=row["webhook_url"],
-        time_zone=row["time_zone"],
-        opted_out_channels=frozenset(_json(row["opted_out_channels"]) or ()),
-        unsubscribed_at=row["unsubscribed_at"],
-        webhook_disabled_at=row["webhook_disabled_at"],
-    )
-    return reminder, customer

@@ -1,0 +1,110 @@
+"""The ledger gateway on SQLAlchemy Core (``repo``): any database, SQLite always.
+
+Each method is its own short unit of work on the engine's pool: single statements in
+autocommit (no BEGIN/COMMIT round trips), multi-statement phases in one transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.domain.errors import LeaseLost
+from app.domain.ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
+from app.domain.messages import ReminderView
+from app.domain.ports import LedgerGateway
+
+from .. import customers_repo, dead_letters_repo
+from ..engine import autocommit
+from . import repo
+
+
+class CoreLedger(LedgerGateway):
+    """The ledger phases on SQLAlchemy Core, for any database."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.autocommit = autocommit(engine)  # single statements skip BEGIN/COMMIT
+
+    @property
+    def checked_out(self) -> int:
+        """Connections checked out of the engine's pool right now."""
+        return int(self.engine.pool.checkedout())  # type: ignore[attr-defined]
+
+    async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
+        """Claim (one statement), then read the send context or the row (another)."""
+        async with self.autocommit.connect() as conn:
+            claimed = await repo.claim_send(conn, key, now=now, lease_until=lease_until)
+        if claimed is None:
+            return Claim(False, await self.get_send_record(key))
+        async with self.autocommit.connect() as conn:
+            context = await repo.load_send_context(conn, key.reminder_id)
+        return Claim(True, claimed, context)
+
+    async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
+        """The ledger row for a key, if any."""
+        async with self.autocommit.connect() as conn:
+            return await repo.get_send_record(conn, key)
+
+    async def release_claim(self, record: SendRecordView, *, now: datetime) -> bool:
+        """Give a claim back without spending the attempt (the message was stale)."""
+        async with self.autocommit.connect() as conn:
+            return await repo.release_claim(conn, record, now=now)
+
+    async def finalize_send(
+        self,
+        record: SendRecordView,
+        reminder: ReminderView,
+        *,
+        now: datetime,
+        values: Mapping[str, Any],
+    ) -> None:
+        """Compare-and-set the claimed row and, once every channel is final, the reminder."""
+        async with self.engine.begin() as conn:
+            await _finalize_or_raise(conn, record, reminder, now=now, values=values)
+
+    async def finalize_failed_send(
+        self,
+        record: SendRecordView,
+        reminder: ReminderView,
+        *,
+        now: datetime,
+        values: Mapping[str, Any],
+        dead_letter: DeadLetterEntry | None,
+        disable_webhook: bool,
+    ) -> None:
+        """The fenced finalize, the dead letter and the 410's webhook switch-off, together."""
+        async with self.engine.begin() as conn:
+            await _finalize_or_raise(conn, record, reminder, now=now, values=values)
+            if dead_letter is not None:
+                await _add_dead_letter(conn, dead_letter, now=now)
+            if disable_webhook:
+                await customers_repo.disable_webhook(conn, reminder.customer_id, now=now)
+
+    async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
+        """Keep an authentic but unusable delivery for operators (one statement)."""
+        async with self.autocommit.connect() as conn:
+            await _add_dead_letter(conn, entry, now=now)
+
+
+async def _finalize_or_raise(
+    conn: AsyncConnection,
+    record: SendRecordView,
+    reminder: ReminderView,
+    *,
+    now: datetime,
+    values: Mapping[str, Any],
+) -> None:
+    # Raising inside ``engine.begin()`` rolls the whole phase back: a worker that lost its
+    # lease writes nothing, neither the row nor what goes with it.
+    if not await repo.finalize_and_settle(conn, record, reminder, now=now, values=values):
+        raise LeaseLost()
+
+
+async def _add_dead_letter(conn: AsyncConnection, entry: DeadLetterEntry, *, now: datetime) -> None:
+    fields = {field.name: getattr(entry, field.name) for field in dataclasses.fields(entry)}
+    await dead_letters_repo.add_dead_letter(conn, now=now, **fields)
