@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,9 +27,10 @@ _NOW = bindparam("now", type_=UTCDateTime())
 _VIEW_COLUMNS = tuple(sr.c[name] for name in VIEW_COLUMNS)
 
 
-def _claim_statement(dialect_insert: Any) -> Any:
-    # One round trip: insert the row if the reminder exists and the row does not,
-    # else take it over only if it is claimable. No row back means "not claimed".
+def claim_statement(dialect_insert: Any, *, unless: ColumnElement[bool] | None = None) -> Any:
+    """The claim in one round trip: insert the row if the reminder exists and the row does
+    not, else take it over only if it is claimable. No row back means "not claimed".
+    ``unless``: a condition that skips the insert (the PostgreSQL gateway's "already sent")."""
     source: Select[*tuple[Any, ...]] = select(
         bindparam("reminder_id"),
         bindparam("channel"),
@@ -44,6 +45,8 @@ def _claim_statement(dialect_insert: Any) -> Any:
         _NOW,
         _NOW,
     ).where(reminders.c.id == bindparam("reminder_id"))
+    if unless is not None:
+        source = source.where(~unless)
     columns = [
         "reminder_id", "channel", "provider", "state", "attempt_count", "attempt_budget_start",
         "lease_until", "idempotency_key", "first_attempt_at", "redrive_count", "created_at",
@@ -71,8 +74,8 @@ def _claim_statement(dialect_insert: Any) -> Any:
 
 
 _CLAIM = {
-    "postgresql": _claim_statement(postgresql.insert),
-    "sqlite": _claim_statement(sqlite.insert),
+    "postgresql": claim_statement(postgresql.insert),
+    "sqlite": claim_statement(sqlite.insert),
 }
 
 
@@ -95,7 +98,7 @@ async def claim_send(
     return send_record_view(row._mapping) if row else None
 
 
-_GET_RECORD = select(*_VIEW_COLUMNS).where(
+GET_RECORD = select(*_VIEW_COLUMNS).where(
     sr.c.reminder_id == bindparam("reminder_id"),
     sr.c.channel == bindparam("channel"),
     sr.c.provider == bindparam("provider"),
@@ -105,31 +108,32 @@ _GET_RECORD = select(*_VIEW_COLUMNS).where(
 async def get_send_record(conn: AsyncConnection, key: LedgerKey) -> SendRecordView | None:
     """The ledger row for a key, if any."""
     result = await conn.execute(
-        _GET_RECORD,
+        GET_RECORD,
         {"reminder_id": key.reminder_id, "channel": key.channel, "provider": key.provider},
     )
     row = result.first()
     return send_record_view(row._mapping) if row else None
 
 
+# The reminder and its customer as ``rows.send_context`` reads them.
+CONTEXT_COLUMNS = (
+    reminders.c.customer_id,
+    reminders.c.kind,
+    reminders.c.state.label("reminder_state"),
+    reminders.c.due_at,
+    reminders.c.expires_at,
+    reminders.c.channels,
+    reminders.c.data,
+    reminders.c.schedule_version,
+    customers.c.email,
+    customers.c.webhook_url,
+    customers.c.time_zone,
+    customers.c.opted_out_channels,
+    customers.c.unsubscribed_at,
+    customers.c.webhook_disabled_at,
+)
 _CONTEXT = (
-    select(
-        reminders.c.id,
-        reminders.c.customer_id,
-        reminders.c.kind,
-        reminders.c.state.label("reminder_state"),
-        reminders.c.due_at,
-        reminders.c.expires_at,
-        reminders.c.channels,
-        reminders.c.data,
-        reminders.c.schedule_version,
-        customers.c.email,
-        customers.c.webhook_url,
-        customers.c.time_zone,
-        customers.c.opted_out_channels,
-        customers.c.unsubscribed_at,
-        customers.c.webhook_disabled_at,
-    )
+    select(*CONTEXT_COLUMNS)
     .join_from(reminders, customers, reminders.c.customer_id == customers.c.id)
     .where(reminders.c.id == bindparam("reminder_id"))
 )
@@ -165,17 +169,25 @@ async def update_claimed_send(
     return result.rowcount == 1
 
 
+# Give a claim back: pending again, and the attempt it spent no longer counts.
+RELEASE_CLAIM = (
+    update(sr)
+    .where(_FENCE)
+    .values(
+        state=SendState.PENDING.value,
+        attempt_budget_start=sr.c.attempt_budget_start + 1,
+        lease_until=None,
+        updated_at=_NOW,
+    )
+)
+
+
 async def release_claim(conn: AsyncConnection, record: SendRecordView, *, now: datetime) -> bool:
     """Give a claim back without spending the attempt (the message was stale)."""
-    return await update_claimed_send(
-        conn,
-        record,
-        now=now,
-        values={
-            "state": SendState.PENDING.value,
-            "attempt_budget_start": sr.c.attempt_budget_start + 1,
-        },
+    result = await conn.execute(
+        RELEASE_CLAIM, {"record_id": record.id, "attempt": record.attempt_count, "now": now}
     )
+    return result.rowcount == 1
 
 
 _FINAL_CHANNELS = (

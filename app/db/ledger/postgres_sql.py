@@ -1,0 +1,124 @@
+"""The PostgreSQL gateway's statements, as asyncpg runs them.
+
+Claim, read and release are ``repo``'s own Core statements compiled once for asyncpg
+(``RawStatement``): one shape for both gateways. Folded where one statement can do the work
+of two: the claim also reads the send context (or, refused, the row); the finalize also
+marks the reminder done, written out by hand because the Core path runs those as two
+statements in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, exists, false, select, true, union_all
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
+
+from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+
+from ..tables import customers, reminders, send_records
+from . import repo
+
+_FINAL = ", ".join(f"'{state.value}'" for state in sorted(FINAL_SEND_STATES))
+_OPEN_REMINDER = f"'{ReminderState.SCHEDULED.value}', '{ReminderState.ENQUEUED.value}'"
+
+
+@dataclass(frozen=True, slots=True)
+class RawStatement:
+    """A Core statement of ``repo`` compiled once for asyncpg: its SQL and parameter order."""
+
+    sql: str
+    names: tuple[str, ...]
+    constants: Mapping[str, Any]  # the statement's own literals, bound as parameters
+
+    @classmethod
+    def compile(cls, statement: Any) -> RawStatement:
+        """Compile for PostgreSQL's numbered parameters (``$1``), as SQLAlchemy would."""
+        compiled = statement.compile(dialect=_DIALECT)
+        return cls(compiled.string, tuple(compiled.positiontup), compiled.params)
+
+    def args(self, **values: Any) -> list[Any]:
+        """The positional arguments for named values (a name used twice is bound once)."""
+        return [values[name] if name in values else self.constants[name] for name in self.names]
+
+
+_DIALECT = asyncpg_dialect.dialect()
+_SR = send_records
+
+
+def _claim_or_read() -> RawStatement:
+    # One round trip for the two common cases: a claim comes back with the reminder and its
+    # customer as they are now (read in the claim's own snapshot), and a refused claim comes
+    # back with the row as that snapshot saw it. A row already sent is not even offered to
+    # the claim (``unless``): the duplicate (the hot "already sent" answer) is then a
+    # read-only statement, with no row lock, no transaction id and no WAL flush. Only a
+    # snapshot row in state sent is trusted (sent is never left again); any other refused
+    # claim is read again with a fresh snapshot, as the two-statement path does. No row:
+    # no such reminder.
+    existing = repo.GET_RECORD.cte("existing")
+    already_sent = exists().where(existing.c.state == SendState.SENT.value)
+    claimed = repo.claim_statement(postgresql.insert, unless=already_sent).cte("claimed")
+    found = union_all(
+        select(true().label("claimed"), *claimed.c),
+        select(false(), *existing.c).where(~exists(select(1).select_from(claimed))),
+    ).subquery("found")
+    statement = select(found, *repo.CONTEXT_COLUMNS).select_from(
+        found.join(reminders, reminders.c.id == bindparam("reminder_id")).join(
+            customers, customers.c.id == reminders.c.customer_id
+        )
+    )
+    return RawStatement.compile(statement)
+
+
+CLAIM_OR_READ = _claim_or_read()
+GET_RECORD = RawStatement.compile(repo.GET_RECORD)
+RELEASE = RawStatement.compile(repo.RELEASE_CLAIM.returning(_SR.c.id))
+
+# The columns a finalize may set (its values are plain data, never SQL).
+FINALIZE_COLUMNS = frozenset(
+    {
+        "state",
+        "outcome",
+        "sent_at",
+        "provider_request_id",
+        "next_attempt_at",
+        "last_error_class",
+        "last_error",
+    }
+)
+
+
+def finalize_statement(columns: tuple[str, ...]) -> str:
+    """Fenced finalize of one row plus, when it became final, "mark the reminder done".
+
+    One statement sees one snapshot, so the channels already final are counted without
+    this row (``id <> $1``) and this row is added from the CTE's RETURNING: the same
+    count ``repo.mark_reminder_done_if_final`` makes after its own update.
+    Parameters: $1 record id, $2 attempt, $3 now, $4 reminder id, $5 channel count,
+    then the values of ``columns`` in order.
+    """
+    sets = ", ".join(f"{name} = ${index}" for index, name in enumerate(columns, start=6))
+    return f"""
+WITH finalized AS (
+    UPDATE send_records SET lease_until = NULL, updated_at = $3, {sets}
+    WHERE id = $1 AND state = '{SendState.SENDING.value}' AND attempt_count = $2
+    RETURNING channel, state
+), done AS (
+    UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3
+    WHERE id = $4 AND state IN ({_OPEN_REMINDER})
+      AND EXISTS (SELECT 1 FROM finalized WHERE finalized.state IN ({_FINAL}))
+      AND $5 <= (
+        -- FILTER, not WHERE: the reminder's few rows come through the key index; a state
+        -- condition in WHERE let a stale estimate pick the state index and scan every row
+        SELECT count(DISTINCT channel) FILTER (WHERE state IN ({_FINAL})) FROM (
+            SELECT channel, state FROM send_records WHERE reminder_id = $4 AND id <> $1
+            UNION ALL
+            SELECT channel, state FROM finalized
+        ) AS rows_now
+      )
+)
+SELECT count(*) FROM finalized
+"""
