@@ -17,11 +17,10 @@ import asyncpg
 import pytest
 from sqlalchemy import insert
 
-from app.api.deps import Container
+from app.container import Container, build_container
 from app.db.tables import customers, reminders
 from app.domain.messages import Delivery
 from app.domain.states import Outcome
-from app.main import build_container
 from app.services.receive import receive_delivery
 from tests.conftest import make_settings
 from tests.support.clock import FakeClock
@@ -56,7 +55,7 @@ async def service(clean_database_url: str, tmp_path: Path) -> AsyncIterator[Cont
         built.receiver, providers={"email": provider, "webhook": provider}
     )
     yield built
-    await built.engine.dispose()
+    await built.aclose()
 
 
 async def seed(container: Container, count: int) -> list[str]:
