@@ -1,7 +1,10 @@
 """Rules of a push queue that behaves like the managed one (the embedded queue obeys them).
 
-Limits as Infrai's clients see them (shared/infrai/CONTRACT.md): 256 KB messages, delays
-up to 7 days, 30 days of retention, a 5-minute idempotency-key dedup window. How the
+Limits as Infrai documents them to its clients: 256 KB messages, delays up to 7 days, 30
+days of retention, a 5-minute idempotency-key dedup window; the queue-name and key lengths
+are our own bounds. ``check_publishable`` is the one answer to "would the queue accept this
+message?": every publisher (memory, embedded, Infrai) asks it before storing or sending
+anything, so a message refused by one is refused by all. How the
 queue treats the subscriber's answer is left open by the vendor; the embedded queue
 chooses: 2xx acknowledges, anything else (or no answer) is a failed delivery, redelivered
 after the answer's ``Retry-After`` or else capped exponential backoff with full jitter.

@@ -23,11 +23,11 @@ import pytest
 
 from app.adapters.queues.embedded import EmbeddedQueuePublisher
 from app.adapters.queues.infrai import InfraiPublisher
-from app.adapters.queues.memory import DEDUP_WINDOW, MemoryPublisher
+from app.adapters.queues.memory import MemoryPublisher
 from app.db import queue_repo
 from app.db.engine import create_engine
 from app.domain.ports import QueuePublisher
-from app.domain.queueing import DEDUP_WINDOW as EMBEDDED_DEDUP_WINDOW
+from app.domain.queueing import DEDUP_WINDOW
 from tests.support.clock import FakeClock
 from tests.support.infrai_fixtures import RecordingSleep, make_api
 
@@ -110,7 +110,7 @@ async def embedded_publisher(env: PublisherEnv) -> AsyncIterator[PublisherUnderT
 
     try:
         publisher = EmbeddedQueuePublisher(engine, clock=env.clock)
-        yield PublisherUnderTest(publisher, held, EMBEDDED_DEDUP_WINDOW)
+        yield PublisherUnderTest(publisher, held, DEDUP_WINDOW)
     finally:
         await engine.dispose()
 

@@ -1,5 +1,6 @@
 """The contract every queue publisher passes (parametrized over ``PUBLISHER_FACTORIES``)."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage
 from app.domain.ports import MAX_MESSAGE_BYTES
+from app.domain.queueing import MAX_IDEMPOTENCY_KEY, MAX_QUEUE_NAME
 from tests.contract.publishers import CONTRACT_QUEUE, PUBLISHER_FACTORIES, PublisherEnv
 
 pytestmark = pytest.mark.anyio
@@ -163,4 +165,25 @@ async def test_batch_with_a_refused_message_raises_and_publishes_nothing(queue):
         await queue.publisher.publish_batch([message(1), too_late])
     with pytest.raises(PublishError):
         await queue.publisher.publish_batch([message(2), message(3, blob="z" * MAX_MESSAGE_BYTES)])
+    assert await queue.held() == []
+
+
+async def test_key_at_the_length_limit_is_accepted_and_longer_is_refused(queue):
+    """A key of the longest allowed length publishes; one character more is refused."""
+    longest = "k" * MAX_IDEMPOTENCY_KEY
+    await queue.publisher.publish(message(1, key=longest))
+    with pytest.raises(PublishError):
+        await queue.publisher.publish(message(2, key=longest + "k"))
+    with pytest.raises(PublishError):
+        await queue.publisher.publish_batch([message(3), message(4, key=longest + "k")])
+    assert [held.payload["reminder_id"] for held in await queue.held()] == ["r1"]
+
+
+async def test_over_long_queue_name_is_refused_and_its_batch_publishes_nothing(queue):
+    """A queue name above the limit is refused, and a batch holding one is refused whole."""
+    elsewhere = replace(message(2), queue="q" * (MAX_QUEUE_NAME + 1))
+    with pytest.raises(PublishError):
+        await queue.publisher.publish(elsewhere)
+    with pytest.raises(PublishError):
+        await queue.publisher.publish_batch([message(1), elsewhere])
     assert await queue.held() == []

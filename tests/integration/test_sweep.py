@@ -5,10 +5,10 @@ from datetime import timedelta
 
 import pytest
 
-from app.adapters.queues.memory import SEVEN_DAYS
 from app.db import reminders_repo
 from app.db.engine import create_engine
 from app.domain.errors import PublishError
+from app.domain.queueing import MAX_DELAY_SECONDS as SEVEN_DAYS
 from app.services import reminders as service
 from app.services.sweep import SweepLimits, messages_for, sweep
 from tests.support.recording import RecordingPublisher

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.domain.clock import utc_now
-from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
-from app.domain.ports import MAX_MESSAGE_BYTES
-
-SEVEN_DAYS = 7 * 24 * 3600.0
-DEDUP_WINDOW = timedelta(minutes=5)
+from app.domain.queueing import DEDUP_WINDOW, MAX_DELAY_SECONDS, check_publishable
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +37,7 @@ class MemoryPublisher:
     def __init__(
         self,
         *,
-        max_delay_seconds: float = SEVEN_DAYS,
+        max_delay_seconds: float = MAX_DELAY_SECONDS,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.max_delay_seconds = max_delay_seconds
@@ -52,7 +47,7 @@ class MemoryPublisher:
 
     async def publish(self, message: OutgoingMessage) -> str:
         """Store one message; a repeated idempotency key within 5 minutes returns the first id."""
-        _check_limits(message, self.max_delay_seconds)
+        check_publishable(message, max_delay_seconds=self.max_delay_seconds)
         now = self._clock()
         earlier = self._recent.get((message.queue, message.idempotency_key))
         if earlier is not None and now - earlier.published_at < DEDUP_WINDOW:
@@ -72,22 +67,10 @@ class MemoryPublisher:
     async def publish_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Publish each message in order (all limits checked before any is stored)."""
         for message in messages:
-            _check_limits(message, self.max_delay_seconds)
+            check_publishable(message, max_delay_seconds=self.max_delay_seconds)
         return [await self.publish(message) for message in messages]
 
     def drain(self) -> list[PublishedMessage]:
         """Take every stored message out (tests deliver them by hand)."""
         taken, self.messages = self.messages, []
         return taken
-
-
-def _check_limits(message: OutgoingMessage, max_delay_seconds: float) -> None:
-    if message.delay_seconds < 0 or message.delay_seconds > max_delay_seconds:
-        raise PublishError(
-            f"delay_seconds {message.delay_seconds:.0f} outside 0..{max_delay_seconds:.0f}"
-        )
-    if not message.idempotency_key:
-        raise PublishError("idempotency_key is required")
-    size = len(json.dumps(message.payload, separators=(",", ":")).encode())
-    if size > MAX_MESSAGE_BYTES:
-        raise PublishError(f"payload of {size} bytes exceeds {MAX_MESSAGE_BYTES}")

@@ -70,7 +70,7 @@ class PushFailed(Exception):
 
 
 class AiohttpPusher:
-    """One pooled aiohttp session (its pool holds up under concurrency; DESIGN §8)."""
+    """One pooled aiohttp session (its pool holds up under concurrency where httpx's degrades)."""
 
     def __init__(self, *, max_connections: int = 16) -> None:
         self._max_connections = max_connections

@@ -20,13 +20,13 @@ from typing import Any
 
 from app.domain.errors import ReminderRelayError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
+from app.domain.queueing import MAX_DELAY_SECONDS
 from app.settings import Settings
 
 from .api import InfraiApi
 from .discovery import CheckResult, Discovery, SentRequest, base_path, check_discovery
 from .publisher import PUBLISH_PATH
 from .requests import (
-    SEVEN_DAYS,
     ack_body,
     batch_bodies,
     consume_body,
@@ -45,7 +45,7 @@ def requests_we_send(settings: Settings, *, push: bool = True) -> list[SentReque
         OutgoingMessage(
             queue,
             DeliveryPayload("digest:cust_1842:2026-W33", channel_of[queue], 3).to_json(),
-            SEVEN_DAYS,  # the horizon's edge: the largest delay we ever send
+            MAX_DELAY_SECONDS,  # the horizon's edge: the largest delay we ever send
             idempotency_key("digest:cust_1842:2026-W33", channel_of[queue], 3),
         )
         for queue in queues

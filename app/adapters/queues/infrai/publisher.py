@@ -17,14 +17,13 @@ from typing import Any, Literal
 
 import httpx
 
-from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
-from app.domain.ports import MAX_MESSAGE_BYTES
+from app.domain.queueing import MAX_DELAY_SECONDS, check_publishable
 from app.domain.retry import BackoffPolicy
 from app.settings.infrai import InfraiSettings
 
-from .api import InfraiApi, InfraiConfig, InfraiError, canonical_json
-from .requests import SEVEN_DAYS, batch_bodies, batch_idempotency_key, publish_body
+from .api import InfraiApi, InfraiConfig, InfraiError
+from .requests import batch_bodies, batch_idempotency_key, publish_body
 
 log = logging.getLogger("reminders.infrai")
 
@@ -41,7 +40,7 @@ class InfraiPublisher:
         self,
         api: InfraiApi,
         *,
-        max_delay_seconds: float = SEVEN_DAYS,
+        max_delay_seconds: float = MAX_DELAY_SECONDS,
         batch_path: str = "/queue/publish_batch",
         batch_shape: Literal["messages", "per_queue"] = "messages",
         batch_max_messages: int = 100,
@@ -58,7 +57,7 @@ class InfraiPublisher:
 
     async def publish(self, message: OutgoingMessage) -> str:
         """Publish one message; the same idempotency key returns the same message id."""
-        check_message(message, self.max_delay_seconds)
+        check_publishable(message, max_delay_seconds=self.max_delay_seconds)
         data = await self.api.call(
             "queue.publish",
             "POST",
@@ -71,7 +70,7 @@ class InfraiPublisher:
     async def publish_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
         """Publish several messages (ids in order); falls back to single publishes."""
         for message in messages:
-            check_message(message, self.max_delay_seconds)
+            check_publishable(message, max_delay_seconds=self.max_delay_seconds)
         if not messages:
             return []
         if self.batch_available is not False:
@@ -112,20 +111,6 @@ class InfraiPublisher:
         """Close the HTTP client if this publisher built it."""
         if self._owns_client:
             await self.api.client.aclose()
-
-
-def check_message(message: OutgoingMessage, max_delay_seconds: float = SEVEN_DAYS) -> None:
-    """Refuse what Infrai would refuse, before spending a call: no key, over 256 KB, a delay
-    outside 0..max (clamping it would deliver the message before it is due)."""
-    if not 0 <= message.delay_seconds <= max_delay_seconds:
-        raise PublishError(
-            f"delay_seconds {message.delay_seconds:.0f} outside 0..{max_delay_seconds:.0f}"
-        )
-    if not message.idempotency_key:
-        raise PublishError("idempotency_key is required on every publish")
-    size = len(canonical_json(message.payload))
-    if size > MAX_MESSAGE_BYTES:
-        raise PublishError(f"payload of {size} bytes exceeds Infrai's {MAX_MESSAGE_BYTES}")
 
 
 def _message_id(data: dict[str, Any], capability: str) -> str:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.domain.messages import OutgoingMessage
-
-SEVEN_DAYS = 7 * 24 * 3600.0
+from app.domain.queueing import MAX_DELAY_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +29,13 @@ class QueueSpec:
     type: Literal["standard", "fifo"] = "standard"
 
 
-def delay_for(message: OutgoingMessage, max_delay: float = SEVEN_DAYS) -> int:
+def delay_for(message: OutgoingMessage, max_delay: float = MAX_DELAY_SECONDS) -> int:
     """Whole seconds, rounded up (never early), clamped to 0..max_delay."""
     seconds = math.ceil(max(0.0, message.delay_seconds))
     return int(min(seconds, math.floor(max_delay)))
 
 
-def publish_body(message: OutgoingMessage, max_delay: float = SEVEN_DAYS) -> dict[str, Any]:
+def publish_body(message: OutgoingMessage, max_delay: float = MAX_DELAY_SECONDS) -> dict[str, Any]:
     """``queue.publish``: queue, payload, delay_seconds, idempotency_key (documented fields)."""
     return {
         "queue": message.queue,
@@ -50,7 +49,7 @@ def batch_bodies(
     messages: Sequence[OutgoingMessage],
     *,
     shape: Literal["messages", "per_queue"],
-    max_delay: float = SEVEN_DAYS,
+    max_delay: float = MAX_DELAY_SECONDS,
 ) -> list[tuple[dict[str, Any], list[int]]]:
     """Batch-publish bodies, each with the positions (in ``messages``) it carries.
 
