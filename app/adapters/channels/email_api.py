@@ -18,23 +18,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
 from pydantic import SecretStr
 
-from app.domain.errors import (
-    PermanentProviderError,
-    RateLimitedError,
-    TransientProviderError,
-)
+from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
-from .http import (
-    SharedHttp,
-    classify_transport_error,
-    client_timeout,
-    read_capped,
-    retry_after_seconds,
-)
+from .http import HttpAnswer, SharedHttp, post_capped, raise_if_retryable
 
 
 class EmailApiProvider:
@@ -61,18 +50,15 @@ class EmailApiProvider:
             "Content-Type": "application/json",
             "Idempotency-Key": idempotency_key,
         }
-        try:
-            async with self.http.session().post(
-                self.url,
-                data=json.dumps(self._body(message)).encode(),
-                headers=headers,
-                allow_redirects=False,
-                timeout=client_timeout(timeout),
-            ) as response:
-                raw = await read_capped(response)
-                return _classify(response, raw)
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise classify_transport_error(error, what="email API") from error
+        answer = await post_capped(
+            self.http,
+            self.url,
+            data=json.dumps(self._body(message)).encode(),
+            headers=headers,
+            timeout=timeout,
+            what="email API",
+        )
+        return _classify(answer)
 
     def _body(self, message: RenderedMessage) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -97,25 +83,21 @@ def _error_name(raw: bytes) -> str:
     return name[:64] if isinstance(name, str) else "unknown"
 
 
-def _classify(response: aiohttp.ClientResponse, raw: bytes) -> SendResult:
-    status = response.status
+def _classify(answer: HttpAnswer) -> SendResult:
+    status = answer.status
     if 200 <= status < 300:
         try:
-            provider_id = json.loads(raw).get("id")
+            provider_id = json.loads(answer.body).get("id")
         except (ValueError, AttributeError):
             provider_id = None
         return SendResult(provider_request_id=str(provider_id)[:255] if provider_id else None)
-    name = _error_name(raw)
+    name = _error_name(answer.body)
     text = f"email API answered {status} ({name})"
-    if status == 429:
-        retry_after = retry_after_seconds(response.headers.get("retry-after"))
-        raise RateLimitedError(text, retry_after=retry_after, detail_class="rate_limited")
+    raise_if_retryable(answer, text=text, detail_prefix="provider")
     if status in (401, 403):
         raise TransientProviderError(text, detail_class="provider_auth")
     if status == 409:
         if name == "concurrent_idempotent_requests":
             raise TransientProviderError(text, detail_class="idempotency_in_progress")
         raise PermanentProviderError(text, detail_class="idempotency_conflict")
-    if status == 408 or status >= 500:
-        raise TransientProviderError(text, detail_class=f"provider_{status // 100}xx")
     raise PermanentProviderError(text, detail_class="provider_rejected")

@@ -12,12 +12,15 @@ by the application's lifespan.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import aiohttp
 
 from app.domain.clock import utc_now
-from app.domain.errors import ProviderError, TransientProviderError
+from app.domain.errors import ProviderError, RateLimitedError, TransientProviderError
 from app.domain.retry import parse_retry_after
 
 # Responses we read at most this much of: a misbehaving endpoint cannot make us buffer more.
@@ -97,3 +100,50 @@ def classify_transport_error(error: BaseException, *, what: str) -> ProviderErro
         "it may have been accepted",
         detail_class="unknown_outcome",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    """A provider's answer: status, headers and at most ``MAX_RESPONSE_BYTES`` of body."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+async def post_capped(
+    http: SharedHttp,
+    url: str,
+    *,
+    data: bytes,
+    headers: Mapping[str, str],
+    timeout: float,
+    what: str,
+    **request_options: Any,
+) -> HttpAnswer:
+    """POST without following redirects; a transport failure becomes a classified error."""
+    try:
+        async with http.session().post(
+            url,
+            data=data,
+            headers=dict(headers),
+            allow_redirects=False,
+            timeout=client_timeout(timeout),
+            **request_options,
+        ) as response:
+            return HttpAnswer(response.status, response.headers, await read_capped(response))
+    except (aiohttp.ClientError, TimeoutError) as error:
+        raise classify_transport_error(error, what=what) from error
+
+
+def raise_if_retryable(answer: HttpAnswer, *, text: str, detail_prefix: str) -> None:
+    """The retry ladder every HTTP provider shares: 429 → rate limited (its ``Retry-After``),
+    408 and 5xx → transient ``{detail_prefix}_4xx``/``_5xx``; any other status returns."""
+    if answer.status == 429:
+        raise RateLimitedError(
+            text,
+            retry_after=retry_after_seconds(answer.headers.get("retry-after")),
+            detail_class="rate_limited",
+        )
+    if answer.status == 408 or answer.status >= 500:
+        raise TransientProviderError(text, detail_class=f"{detail_prefix}_{answer.status // 100}xx")

@@ -17,26 +17,14 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-import aiohttp
 from pydantic import SecretStr
 from standardwebhooks.webhooks import Webhook
 
 from app.domain.clock import utc_now
-from app.domain.errors import (
-    PermanentProviderError,
-    RateLimitedError,
-    TransientProviderError,
-    WebhookGone,
-)
+from app.domain.errors import PermanentProviderError, TransientProviderError, WebhookGone
 from app.domain.messages import RenderedMessage, SendResult
 
-from .http import (
-    SharedHttp,
-    classify_transport_error,
-    client_timeout,
-    read_capped,
-    retry_after_seconds,
-)
+from .http import HttpAnswer, SharedHttp, post_capped, raise_if_retryable
 from .ssrf import Resolver, TargetPolicy, VettedTarget, system_resolver, vet_target
 
 
@@ -72,19 +60,16 @@ class WebhookProvider:
         target = await self._vet(message.recipient, timeout)
         body = json.dumps(message.body or {}, separators=(",", ":"), sort_keys=True)
         headers = self._headers(target, idempotency_key, body)
-        try:
-            async with self.http.session().post(
-                str(target.connect_url),
-                data=body.encode(),
-                headers=headers,
-                allow_redirects=False,
-                server_hostname=target.tls_server_name,
-                timeout=client_timeout(max(0.01, deadline - time.monotonic())),
-            ) as response:
-                await read_capped(response)  # bounded: we only need the status
-                result = _classify(response)
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise classify_transport_error(error, what="webhook") from error
+        answer = await post_capped(
+            self.http,
+            str(target.connect_url),
+            data=body.encode(),
+            headers=headers,
+            timeout=max(0.01, deadline - time.monotonic()),
+            what="webhook",
+            server_hostname=target.tls_server_name,
+        )
+        result = _classify(answer)
         # Receivers rarely send a request id; then the webhook-id is the ledger's reference.
         return result if result.provider_request_id else SendResult(idempotency_key[:255])
 
@@ -110,25 +95,16 @@ class WebhookProvider:
         }
 
 
-def _classify(response: aiohttp.ClientResponse) -> SendResult:
-    status = response.status
+def _classify(answer: HttpAnswer) -> SendResult:
+    status = answer.status
     if 200 <= status < 300:
-        return SendResult(provider_request_id=response.headers.get("x-request-id"))
+        return SendResult(provider_request_id=answer.headers.get("x-request-id"))
     if status == 410:
         raise WebhookGone("webhook endpoint answered 410 Gone")
-    if status == 429:
-        raise RateLimitedError(
-            "webhook endpoint answered 429",
-            retry_after=retry_after_seconds(response.headers.get("retry-after")),
-            detail_class="rate_limited",
-        )
+    raise_if_retryable(answer, text=f"webhook endpoint answered {status}", detail_prefix="webhook")
     if 300 <= status < 400:
         raise PermanentProviderError(
             f"webhook endpoint redirected ({status}); redirects are not followed",
             detail_class="redirect_refused",
-        )
-    if status == 408 or status >= 500:
-        raise TransientProviderError(
-            f"webhook endpoint answered {status}", detail_class=f"webhook_{status // 100}xx"
         )
     raise PermanentProviderError(f"webhook endpoint answered {status}", detail_class="webhook_4xx")
