@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -20,8 +19,10 @@ from pydantic import (
     field_validator,
 )
 
-from app.domain.errors import InvalidInput, NotFound
+from app.domain.errors import InvalidInput
+from app.services import customers
 from app.services import reminders as service
+from app.services.customers import CustomerChange
 
 from .deps import ConnectionDep, ContainerDep, require_api_token
 
@@ -86,32 +87,6 @@ class ReminderIn(BaseModel):
     data: SmallData = Field(default_factory=dict)
 
 
-def _customer_values(body: CustomerIn, previous: dict[str, Any] | None, now: datetime) -> dict:
-    was_unsubscribed = previous.get("unsubscribed_at") if previous else None
-    webhook_url = str(body.webhook_url) if body.webhook_url else None
-    same_url = previous is not None and previous.get("webhook_url") == webhook_url
-    disabled_at = previous.get("webhook_disabled_at") if previous is not None and same_url else None
-    return {
-        "email": str(body.email) if body.email else None,
-        "webhook_url": webhook_url,
-        # A webhook disabled after 410 Gone stays disabled until the URL changes.
-        "webhook_disabled_at": disabled_at,
-        "time_zone": body.time_zone,
-        "opted_out_channels": sorted(set(body.opted_out_channels)),
-        "unsubscribed_at": (was_unsubscribed or now) if body.unsubscribed else None,
-        **_quiet_hours(body),
-    }
-
-
-def _quiet_hours(body: CustomerIn) -> dict[str, str | None]:
-    start, end = body.quiet_hours_start, body.quiet_hours_end
-    if (start is None) != (end is None):
-        raise InvalidInput("quiet_hours_end", "give both quiet_hours_start and quiet_hours_end")
-    if start is not None and start == end:
-        raise InvalidInput("quiet_hours_end", "must differ from quiet_hours_start")
-    return {"quiet_hours_start": start, "quiet_hours_end": end}
-
-
 def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
     out = jsonable_encoder(customer)
     out["unsubscribed"] = customer["unsubscribed_at"] is not None
@@ -123,19 +98,15 @@ async def put_customer(
     customer_id: ResourceId, body: CustomerIn, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
     """Create or replace a customer."""
-    now = container.clock()
-    try:
-        previous = await service.get_customer(conn, customer_id)
-    except NotFound:
-        previous = None
-    values = _customer_values(body, previous, now)
-    return _customer_out(await service.put_customer(conn, customer_id, values, now=now))
+    change = CustomerChange(**body.model_dump(mode="json"))
+    customer = await customers.put_customer(conn, customer_id, change, now=container.clock())
+    return _customer_out(customer)
 
 
 @router.get("/customers/{customer_id}")
 async def get_customer(customer_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
     """One customer."""
-    return _customer_out(await service.get_customer(conn, customer_id))
+    return _customer_out(await customers.get_customer(conn, customer_id))
 
 
 @router.put("/reminders/{reminder_id}")
@@ -147,8 +118,7 @@ async def put_reminder(
     container: ContainerDep,
 ) -> dict[str, Any]:
     """Idempotent upsert of a reminder (201 when created, 200 otherwise)."""
-    if "email" in body.channels and not container.renderer.knows_kind(body.kind):
-        raise InvalidInput("kind", f"no email template for kind {body.kind!r}")
+    service.require_templates(container.renderer.knows_kind, body.kind, body.channels)
     if body.expires_at is not None and body.expires_at <= body.due_at:
         raise InvalidInput("expires_at", "must be after due_at")
     values = body.model_dump()

@@ -7,17 +7,17 @@ the rules (DST, quiet hours, re-planning) are in ``app.services.schedules`` and
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.encoders import jsonable_encoder
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.domain.errors import InvalidInput
+from app.domain.queueing import horizon_end
 from app.services import schedules as service
+from app.services.reminders import require_templates
 
-from .deps import ConnectionDep, Container, ContainerDep, require_api_token
+from .deps import ConnectionDep, ContainerDep, require_api_token
 from .reminders import Channels, SmallData
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["schedules"])
@@ -45,10 +45,6 @@ class ScheduleIn(BaseModel):
     data: SmallData = Field(default_factory=dict)
 
 
-def _horizon_end(container: Container, now: datetime) -> datetime:
-    return now + timedelta(seconds=container.publisher.max_delay_seconds)
-
-
 @router.put("/schedules/{schedule_id}")
 async def put_schedule(
     schedule_id: ScheduleId,
@@ -58,11 +54,14 @@ async def put_schedule(
     container: ContainerDep,
 ) -> dict[str, Any]:
     """Idempotent upsert of a schedule (201 when created, 200 otherwise)."""
-    if "email" in body.channels and not container.renderer.knows_kind(body.kind):
-        raise InvalidInput("kind", f"no email template for kind {body.kind!r}")
+    require_templates(container.renderer.knows_kind, body.kind, body.channels)
     now = container.clock()
     result = await service.put_schedule(
-        conn, schedule_id, body.model_dump(), now=now, horizon_end=_horizon_end(container, now)
+        conn,
+        schedule_id,
+        body.model_dump(),
+        now=now,
+        horizon_end=horizon_end(now, container.publisher),
     )
     response.status_code = 201 if result.created else 200
     return jsonable_encoder(result.schedule)
@@ -98,6 +97,6 @@ async def resume_schedule(
     now = container.clock()
     return jsonable_encoder(
         await service.resume_schedule(
-            conn, schedule_id, now=now, horizon_end=_horizon_end(container, now)
+            conn, schedule_id, now=now, horizon_end=horizon_end(now, container.publisher)
         )
     )

@@ -16,11 +16,11 @@ the queue's dead-letter list.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from .errors import PublishError
 from .messages import OutgoingMessage
-from .ports import MAX_MESSAGE_BYTES
+from .ports import MAX_MESSAGE_BYTES, QueuePublisher
 from .retry import BackoffPolicy, RandomSource
 
 MAX_DELAY_SECONDS = 7 * 24 * 3600.0
@@ -43,6 +43,12 @@ def check_publishable(message: OutgoingMessage, *, max_delay_seconds: float) -> 
     size = len(json.dumps(message.payload, separators=(",", ":")).encode())
     if size > MAX_MESSAGE_BYTES:
         raise PublishError(f"payload of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+
+
+def horizon_end(now: datetime, publisher: QueuePublisher) -> datetime:
+    """The end of the delivery horizon: the latest due time the queue can take as a delayed
+    message at ``now`` (the sweep publishes up to it, schedules materialize up to it)."""
+    return now + timedelta(seconds=publisher.max_delay_seconds)
 
 
 def redelivery_delay(

@@ -1,7 +1,8 @@
-"""Use cases behind the reminders API: customers and reminders as the schedule of record."""
+"""Use cases behind the reminders API: reminders as the schedule of record."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,22 +27,12 @@ class UpsertResult:
     created: bool
 
 
-async def put_customer(
-    conn: AsyncConnection, customer_id: str, values: dict[str, Any], *, now: datetime
-) -> dict[str, Any]:
-    """Create or replace a customer's contact details and preferences."""
-    await customers_repo.upsert_customer(conn, customer_id, values, now=now)
-    customer = await customers_repo.get_customer(conn, customer_id)
-    assert customer is not None
-    return customer
-
-
-async def get_customer(conn: AsyncConnection, customer_id: str) -> dict[str, Any]:
-    """A customer, or NotFound."""
-    customer = await customers_repo.get_customer(conn, customer_id)
-    if customer is None:
-        raise NotFound(f"no customer {customer_id!r}")
-    return customer
+def require_templates(
+    knows_kind: Callable[[str], bool], kind: str, channels: Sequence[str]
+) -> None:
+    """Refuse a kind with no email template when the email channel is asked for."""
+    if "email" in channels and not knows_kind(kind):
+        raise InvalidInput("kind", f"no email template for kind {kind!r}")
 
 
 async def put_reminder(

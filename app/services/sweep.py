@@ -19,6 +19,7 @@ from app.db.reminders_repo import DueReminder
 from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
 from app.domain.ports import QueuePublisher
+from app.domain.queueing import horizon_end
 from app.services.schedules import materialize_schedules
 
 log = logging.getLogger("reminders.sweep")
@@ -91,7 +92,7 @@ async def sweep(
     await materialize_schedules(
         engine,
         now=now,
-        horizon_end=_horizon_end(now, publisher),
+        horizon_end=horizon_end(now, publisher),
         out_of_time=lambda: monotonic() - started >= limits.time_budget_seconds / 2,
     )
     while monotonic() - started < limits.time_budget_seconds:
@@ -100,7 +101,7 @@ async def sweep(
             batch = await reminders_repo.claim_due_reminders(
                 conn,
                 now=now,
-                horizon_end=_horizon_end(now, publisher),
+                horizon_end=horizon_end(now, publisher),
                 claim_until=now + timedelta(seconds=limits.claim_seconds),
                 limit=limits.batch_size,
             )
@@ -117,16 +118,12 @@ async def sweep(
             break
     async with engine.connect() as conn:
         remaining = await reminders_repo.count_sweepable(
-            conn, now=now, horizon_end=_horizon_end(now, publisher)
+            conn, now=now, horizon_end=horizon_end(now, publisher)
         )
     duration_ms = int((monotonic() - started) * 1000)
     return SweepReport(
-        enqueued, messages, remaining, _horizon_end(now, publisher), duration_ms, error
+        enqueued, messages, remaining, horizon_end(now, publisher), duration_ms, error
     )
-
-
-def _horizon_end(now: datetime, publisher: QueuePublisher) -> datetime:
-    return now + timedelta(seconds=publisher.max_delay_seconds)
 
 
 async def _publish_batch(

@@ -16,7 +16,9 @@ import pytest
 from app.container import build_container
 from app.db.engine import create_engine
 from app.main import create_app
+from app.services import customers
 from app.services import reminders as service
+from app.services.customers import CustomerChange
 from app.services.sweep import SweepLimits, sweep
 from tests.support.flow import API, get_reminder, push_message, put_customer, put_reminder
 from tests.support.recording import RecordingPublisher
@@ -116,16 +118,10 @@ async def seed_reminders(database_url, clock, count):
     engine = create_engine(database_url)
     try:
         async with engine.begin() as conn:
-            await service.put_customer(
+            await customers.put_customer(
                 conn,
                 "c1",
-                {
-                    "email": "c1@example.com",
-                    "webhook_url": "https://hooks.example.com/c1",
-                    "time_zone": "UTC",
-                    "opted_out_channels": [],
-                    "unsubscribed_at": None,
-                },
+                CustomerChange(email="c1@example.com", webhook_url="https://hooks.example.com/c1"),
                 now=clock.now,
             )
             for n in range(count):

@@ -9,7 +9,9 @@ from app.db import reminders_repo
 from app.db.engine import create_engine
 from app.domain.errors import PublishError
 from app.domain.queueing import MAX_DELAY_SECONDS as SEVEN_DAYS
+from app.services import customers
 from app.services import reminders as service
+from app.services.customers import CustomerChange
 from app.services.sweep import SweepLimits, messages_for, sweep
 from tests.support.recording import RecordingPublisher
 
@@ -31,15 +33,11 @@ def recorder(clock):
 
 async def add_customer(engine, clock, customer_id="c1"):
     """A customer through the same service the API uses."""
-    values = {
-        "email": f"{customer_id}@example.com",
-        "webhook_url": f"https://hooks.example.com/{customer_id}",
-        "time_zone": "UTC",
-        "opted_out_channels": [],
-        "unsubscribed_at": None,
-    }
+    change = CustomerChange(
+        email=f"{customer_id}@example.com", webhook_url=f"https://hooks.example.com/{customer_id}"
+    )
     async with engine.begin() as conn:
-        await service.put_customer(conn, customer_id, values, now=clock.now)
+        await customers.put_customer(conn, customer_id, change, now=clock.now)
 
 
 async def add_reminders(engine, clock, due: dict, *, channels=("email",), customer_id="c1"):
