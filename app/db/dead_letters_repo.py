@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -141,31 +142,38 @@ async def mark_redriven(
     conn: AsyncConnection,
     *,
     now: datetime,
-    send_record_id: int | None = None,
-    dead_letter_id: int | None = None,
+    send_record_ids: Iterable[int],
+    dead_letter_ids: Iterable[int],
 ) -> None:
-    """Stamp ``redriven_at`` on a send record's open dead letters, or on one dead letter."""
-    target = (
-        dead_letters.c.send_record_id == send_record_id
-        if send_record_id is not None
-        else dead_letters.c.id == dead_letter_id
-    )
-    await conn.execute(update(dead_letters).where(target, _OPEN).values(redriven_at=now))
+    """Stamp ``redriven_at`` on the open dead letters of these send records, and on these."""
+    target = _of(send_record_ids, dead_letter_ids)
+    if target is not None:
+        await conn.execute(update(dead_letters).where(target, _OPEN).values(redriven_at=now))
 
 
 async def unmark_redriven(
     conn: AsyncConnection,
     *,
     redriven_at: datetime,
-    send_record_ids: list[int],
-    dead_letter_ids: list[int],
+    send_record_ids: Iterable[int],
+    dead_letter_ids: Iterable[int],
 ) -> None:
     """Reopen the dead letters a redrive stamped when its message could not be published."""
-    dl = dead_letters
-    targets = [dl.c.send_record_id.in_(send_record_ids), dl.c.id.in_(dead_letter_ids)]
-    await conn.execute(
-        update(dl).where(or_(*targets), dl.c.redriven_at == redriven_at).values(redriven_at=None)
-    )
+    target = _of(send_record_ids, dead_letter_ids)
+    if target is not None:
+        stamped = dead_letters.c.redriven_at == redriven_at
+        await conn.execute(update(dead_letters).where(target, stamped).values(redriven_at=None))
+
+
+def _of(send_record_ids: Iterable[int], dead_letter_ids: Iterable[int]) -> Any:
+    """Dead letters of these send records or with these ids; None when both are empty."""
+    sends, letters = sorted(set(send_record_ids)), sorted(set(dead_letter_ids))
+    targets = []
+    if sends:
+        targets.append(dead_letters.c.send_record_id.in_(sends))
+    if letters:
+        targets.append(dead_letters.c.id.in_(letters))
+    return or_(*targets) if targets else None
 
 
 async def summarize_open(conn: AsyncConnection) -> list[dict[str, Any]]:

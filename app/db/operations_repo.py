@@ -1,4 +1,4 @@
-"""SQL for operators: send-record listings, redrive resets, and ledger-derived figures.
+"""SQL for operators: send-record listings and ledger-derived figures (redrives: ``redrive_repo``).
 
 Nothing here commits. The figures (dead letters, stuck sends, sweep lag, queue depth)
 are computed from the tables at read time, so metrics and the admin page always
@@ -10,40 +10,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, inspect, select, text, update
+from sqlalchemy import func, inspect, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.redrive import ReminderSnapshot, SendFilter, SendSnapshot
+from app.domain.redrive import SendFilter
 from app.domain.states import ReminderState, SendState
 
 from .tables import dead_letters, reminders, send_records
 
 sr = send_records
-_SNAPSHOT_COLUMNS = (
-    sr.c.id,
-    sr.c.reminder_id,
-    sr.c.channel,
-    sr.c.state,
-    sr.c.attempt_count,
-    sr.c.attempt_budget_start,
-    sr.c.redrive_count,
-    sr.c.lease_until,
-    sr.c.next_attempt_at,
-)
-
-
-def _snapshot(row: Any) -> SendSnapshot:
-    return SendSnapshot(
-        id=row.id,
-        reminder_id=row.reminder_id,
-        channel=row.channel,
-        state=SendState(row.state),
-        attempt_count=row.attempt_count,
-        attempt_budget_start=row.attempt_budget_start,
-        redrive_count=row.redrive_count,
-        lease_until=row.lease_until,
-        next_attempt_at=row.next_attempt_at,
-    )
 
 
 def _send_clauses(filters: SendFilter, now: datetime) -> list[Any]:
@@ -80,75 +55,6 @@ async def get_send(conn: AsyncConnection, send_record_id: int) -> dict[str, Any]
     """One send record as a mapping, or None."""
     row = (await conn.execute(select(sr).where(sr.c.id == send_record_id))).first()
     return dict(row._mapping) if row else None
-
-
-async def send_snapshot(conn: AsyncConnection, send_record_id: int) -> SendSnapshot | None:
-    """The redrive view of one send record, or None."""
-    stmt = select(*_SNAPSHOT_COLUMNS).where(sr.c.id == send_record_id)
-    row = (await conn.execute(stmt)).first()
-    return _snapshot(row) if row else None
-
-
-async def send_snapshot_for(
-    conn: AsyncConnection, reminder_id: str, channel: str
-) -> SendSnapshot | None:
-    """The redrive view of a reminder's send record on a channel (newest provider row)."""
-    stmt = (
-        select(*_SNAPSHOT_COLUMNS)
-        .where(sr.c.reminder_id == reminder_id, sr.c.channel == channel)
-        .order_by(sr.c.updated_at.desc())
-        .limit(1)
-    )
-    row = (await conn.execute(stmt)).first()
-    return _snapshot(row) if row else None
-
-
-async def reminder_snapshot(conn: AsyncConnection, reminder_id: str) -> ReminderSnapshot | None:
-    """The redrive view of one reminder, or None."""
-    r = reminders
-    stmt = select(r.c.id, r.c.state, r.c.schedule_version, r.c.channels).where(
-        r.c.id == reminder_id
-    )
-    row = (await conn.execute(stmt)).first()
-    if row is None:
-        return None
-    return ReminderSnapshot(row.id, row.state, row.schedule_version, tuple(row.channels or ()))
-
-
-async def reset_for_redrive(conn: AsyncConnection, send: SendSnapshot, *, now: datetime) -> bool:
-    """Compare-and-set a record back to ``pending`` with a fresh budget; False if it changed.
-
-    ``attempt_budget_start = attempt_count`` restarts the attempt budget while the
-    monotonic attempt count (the fencing token) and the error fields stay for audit.
-    """
-    result = await conn.execute(
-        update(sr)
-        .where(
-            sr.c.id == send.id,
-            sr.c.state == send.state.value,
-            sr.c.attempt_count == send.attempt_count,
-            sr.c.redrive_count == send.redrive_count,
-        )
-        .values(
-            state=SendState.PENDING.value,
-            attempt_budget_start=sr.c.attempt_count,
-            redrive_count=sr.c.redrive_count + 1,
-            lease_until=None,
-            next_attempt_at=None,
-            outcome=None,
-            updated_at=now,
-        )
-    )
-    return result.rowcount == 1
-
-
-async def reopen_reminder(conn: AsyncConnection, reminder_id: str, *, now: datetime) -> None:
-    """A redriven send puts a ``done`` reminder back to ``enqueued`` until it is final again."""
-    await conn.execute(
-        update(reminders)
-        .where(reminders.c.id == reminder_id, reminders.c.state == ReminderState.DONE.value)
-        .values(state=ReminderState.ENQUEUED.value, done_at=None, updated_at=now)
-    )
 
 
 # --- Figures for the admin page and /metrics. ---

@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from app.db import operations_repo
+from app.db import redrive_repo
 from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.redrive import DeadLetterFilter
@@ -57,10 +57,10 @@ async def test_a_record_changed_after_planning_is_not_reset(
     await exhaust(client, publisher, clock, provider, "r:race")
     async with container.engine.connect() as conn:
         [row] = (await service.list_dead_letters(conn, DeadLetterFilter(), now=clock.now)).items
-        snapshot = await operations_repo.send_snapshot(conn, row["send_record_id"])
+        snapshot = await redrive_repo.send_snapshot(conn, row["send_record_id"])
     assert snapshot is not None
     first = await service.redrive_dead_letter(_ctx(container, publisher), row["id"], dry_run=False)
     assert first.published == 1
     async with container.engine.begin() as conn:
-        assert not await operations_repo.reset_for_redrive(conn, snapshot, now=clock.now)
+        assert await redrive_repo.reset_sends_for_redrive(conn, [snapshot], now=clock.now) == set()
     assert len(publisher.drain()) == 1
