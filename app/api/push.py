@@ -10,7 +10,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from app.domain.errors import MalformedDelivery, PayloadTooLarge, Unauthenticated
-from app.domain.messages import Delivery
+from app.domain.messages import Delivery, PushRequest
 from app.observability import record_delivery, record_push_refused
 from app.services.receive import Answer, quarantine, receive_delivery
 
@@ -40,7 +40,8 @@ async def push(request: Request) -> Response:
     container: Container = get_container(request)
     try:
         body = await read_capped(request, container.settings.push_max_body_bytes)
-        container.push_format.authenticate(body, request.headers, now=time.time())
+        pushed = PushRequest(body, request.headers, request.query_params)
+        await container.push_format.authenticate(pushed, now=time.time())
     except (PayloadTooLarge, Unauthenticated) as error:
         log.warning("push refused on queue %s: %s", queue[:64], error)
         record_push_refused(
@@ -49,7 +50,7 @@ async def push(request: Request) -> Response:
         return error_response(error)
     started = time.perf_counter()
     try:
-        delivery = container.push_format.parse(queue, body)
+        delivery = container.push_format.parse(queue, pushed)
     except MalformedDelivery as error:
         delivery = Delivery(queue=queue, message_id=_fallback_id(body), payload=None)
         answer = await quarantine(

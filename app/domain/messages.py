@@ -39,6 +39,19 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
+class PushRequest:
+    """One push as it reached the route: raw body, headers and query parameters.
+
+    Header lookups are case-insensitive (the web framework's mapping); query parameters
+    carry a queue's token where it cannot sign (Pub/Sub without OIDC).
+    """
+
+    body: bytes
+    headers: Mapping[str, str]
+    query: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class OutgoingMessage:
     """A message the sweep (or a redrive) asks a queue to deliver later."""
 

@@ -7,7 +7,14 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
-from .messages import Delivery, OutgoingMessage, ReminderView, RenderedMessage, SendResult
+from .messages import (
+    Delivery,
+    OutgoingMessage,
+    PushRequest,
+    ReminderView,
+    RenderedMessage,
+    SendResult,
+)
 
 # Infrai's (and most managed queues') message size ceiling.
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -46,16 +53,21 @@ class ChannelProvider(Protocol):
 
 
 class PushFormat(Protocol):
-    """Authenticates and parses one queue vendor's push requests."""
+    """Authenticates and parses one queue vendor's push requests.
+
+    ``authenticate`` is async because some schemes fetch the sender's public keys (Google's
+    OIDC certificates, SNS signing certificates) on first use; ``parse`` sees the headers
+    because some queues carry the message id and attempt there.
+    """
 
     name: str
 
-    def authenticate(self, body: bytes, headers: Mapping[str, str], *, now: float) -> None:
-        """Raise ``Unauthenticated`` unless the raw body is signed by a configured secret."""
+    async def authenticate(self, request: PushRequest, *, now: float) -> None:
+        """Raise ``Unauthenticated`` unless the raw request is from the queue."""
         ...
 
-    def parse(self, queue: str, body: bytes) -> Delivery:
-        """The delivery in an authenticated body; ``MalformedDelivery`` when unusable."""
+    def parse(self, queue: str, request: PushRequest) -> Delivery:
+        """The delivery in an authenticated request; ``MalformedDelivery`` when unusable."""
         ...
 
 

@@ -63,6 +63,9 @@ class PublisherUnderTest:
     # Every message the queue holds now, in publish order (duplicates it accepted included).
     held: Callable[[], Awaitable[list[HeldMessage]]]
     dedup_window: timedelta = DEDUP_WINDOW
+    # False where the queue under test cannot show publish deduplication (Pub/Sub keeps
+    # none; the Cloud Tasks emulator accepts a repeated task name): those tests skip.
+    deduplicates: bool = True
 
 
 PublisherFactory = Callable[[PublisherEnv], AbstractAsyncContextManager[PublisherUnderTest]]
@@ -135,8 +138,17 @@ async def infrai_publisher(env: PublisherEnv) -> AsyncIterator[PublisherUnderTes
         yield PublisherUnderTest(InfraiPublisher(api), held, fake.idempotency_window)
 
 
+def _google_case(name: str) -> PublisherCase:
+    # Imported late: the Google factories import this module's types.
+    from tests.contract import google_publishers
+
+    return PublisherCase(name, getattr(google_publishers, f"{name}_publisher"))
+
+
 PUBLISHER_FACTORIES: list[PublisherCase] = [
     PublisherCase("memory", memory_publisher),
     PublisherCase("embedded", embedded_publisher),
     PublisherCase("infrai", infrai_publisher),
+    _google_case("cloudtasks"),
+    _google_case("pubsub"),
 ]

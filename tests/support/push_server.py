@@ -66,7 +66,7 @@ class PushServer:
         body = await request.read()
         verifier = InfraiPushFormat([PUSH_SECRET.encode()])
         try:
-            verifier.authenticate(body, request.headers, now=time.time())
+            verifier.check_signature(body, request.headers, now=time.time())
             authentic = True
         except Unauthenticated:
             authentic = False

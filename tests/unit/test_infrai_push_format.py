@@ -47,12 +47,12 @@ def test_sign_is_prefixed_hex_hmac_of_the_body():
 )
 def test_accepted_signature_forms(value):
     """Prefixed, bare, upper-case hex and padded values all authenticate."""
-    fmt().authenticate(BODY, {SIG: value}, now=NOW)
+    fmt().check_signature(BODY, {SIG: value}, now=NOW)
 
 
 def test_next_secret_is_accepted_during_rotation():
     """A body signed with the second configured secret authenticates."""
-    fmt().authenticate(BODY, {SIG: sign(NEXT, BODY)}, now=NOW)
+    fmt().check_signature(BODY, {SIG: sign(NEXT, BODY)}, now=NOW)
 
 
 @pytest.mark.parametrize(
@@ -70,20 +70,20 @@ def test_next_secret_is_accepted_during_rotation():
 def test_refused_signatures(headers, fragment):
     """Missing, non-hex, truncated and wrong-secret signatures are refused."""
     with pytest.raises(Unauthenticated, match=fragment):
-        fmt().authenticate(BODY, headers, now=NOW)
+        fmt().check_signature(BODY, headers, now=NOW)
 
 
 def test_signature_covers_every_byte_of_the_body():
     """A body changed after signing no longer authenticates."""
     with pytest.raises(Unauthenticated):
-        fmt().authenticate(BODY + b" ", {SIG: sign(CURRENT, BODY)}, now=NOW)
+        fmt().check_signature(BODY + b" ", {SIG: sign(CURRENT, BODY)}, now=NOW)
 
 
 @pytest.mark.parametrize("skew", [0, 299, 300, -300])
 def test_timestamp_within_tolerance_is_accepted(skew):
     """A timestamp up to 300 s either side of now authenticates."""
     stamp = int(NOW) + skew
-    fmt().authenticate(BODY, {SIG: sign(CURRENT, BODY, stamp), TS: str(stamp)}, now=NOW)
+    fmt().check_signature(BODY, {SIG: sign(CURRENT, BODY, stamp), TS: str(stamp)}, now=NOW)
 
 
 @pytest.mark.parametrize("skew", [301, -301, -86400])
@@ -91,29 +91,31 @@ def test_timestamp_outside_tolerance_is_refused(skew):
     """A stale (or far future) timestamp is refused even when correctly signed."""
     stamp = int(NOW) + skew
     with pytest.raises(Unauthenticated, match="tolerance"):
-        fmt().authenticate(BODY, {SIG: sign(CURRENT, BODY, stamp), TS: str(stamp)}, now=NOW)
+        fmt().check_signature(BODY, {SIG: sign(CURRENT, BODY, stamp), TS: str(stamp)}, now=NOW)
 
 
 def test_timestamp_is_bound_into_the_signature():
     """With a timestamp header, a signature over the body alone does not authenticate."""
     with pytest.raises(Unauthenticated):
-        fmt().authenticate(BODY, {SIG: sign(CURRENT, BODY), TS: str(int(NOW))}, now=NOW)
+        fmt().check_signature(BODY, {SIG: sign(CURRENT, BODY), TS: str(int(NOW))}, now=NOW)
 
 
 @pytest.mark.parametrize("stamp", ["yesterday", "1.5e9", "", "1" + "0" * 400, "9" * 5000])
 def test_unusable_timestamps_are_refused(stamp):
     """Non-integer or absurd timestamps are refused as unauthenticated, never crash."""
     with pytest.raises(Unauthenticated):
-        fmt().authenticate(BODY, {SIG: sign(CURRENT, BODY), TS: stamp}, now=NOW)
+        fmt().check_signature(BODY, {SIG: sign(CURRENT, BODY), TS: stamp}, now=NOW)
 
 
 def test_header_names_are_configurable():
     """Custom header names are read; the defaults are then ignored."""
     custom = fmt(signature_header="X-Sig", timestamp_header="X-Time")
     stamp = int(NOW)
-    custom.authenticate(BODY, {"x-sig": sign(CURRENT, BODY, stamp), "x-time": str(stamp)}, now=NOW)
+    custom.check_signature(
+        BODY, {"x-sig": sign(CURRENT, BODY, stamp), "x-time": str(stamp)}, now=NOW
+    )
     with pytest.raises(Unauthenticated, match="missing"):
-        custom.authenticate(BODY, {SIG: sign(CURRENT, BODY)}, now=NOW)
+        custom.check_signature(BODY, {SIG: sign(CURRENT, BODY)}, now=NOW)
 
 
 def test_at_least_one_secret_is_required():
@@ -127,7 +129,7 @@ def test_parse_reads_the_envelope_and_ignores_extra_fields():
     body = orjson.dumps(
         {"message_id": "m-9", "payload": {"v": 1}, "attempt": 3, "queue": "x", "other": [1]}
     )
-    delivery = fmt().parse("reminders", body)
+    delivery = fmt().parse_body("reminders", body)
     assert (delivery.queue, delivery.message_id, delivery.attempt) == ("reminders", "m-9", 3)
     assert delivery.payload == {"v": 1}
 
@@ -135,22 +137,22 @@ def test_parse_reads_the_envelope_and_ignores_extra_fields():
 def test_parse_unwraps_a_payload_sent_as_a_json_string():
     """Some senders stringify the payload; it is decoded."""
     body = orjson.dumps({"message_id": 5, "payload": '{"v": 1, "reminder_id": "r"}'})
-    delivery = fmt().parse("q", body)
+    delivery = fmt().parse_body("q", body)
     assert delivery.message_id == "5"
     assert delivery.payload == {"v": 1, "reminder_id": "r"}
 
 
 def test_parse_keeps_message_ids_bounded():
     """A very long message id is cut to the column's 255 characters."""
-    delivery = fmt().parse("q", orjson.dumps({"message_id": "m" * 1000, "payload": {}}))
+    delivery = fmt().parse_body("q", orjson.dumps({"message_id": "m" * 1000, "payload": {}}))
     assert len(delivery.message_id) == 255
 
 
 @pytest.mark.parametrize("field", ["delivery_attempt", "attempts"])
 def test_parse_reads_alternative_attempt_fields(field):
     """Other attempt counter names are understood; booleans are not counters."""
-    assert fmt().parse("q", orjson.dumps({"message_id": "m", field: 2})).attempt == 2
-    assert fmt().parse("q", orjson.dumps({"message_id": "m", "attempt": True})).attempt is None
+    assert fmt().parse_body("q", orjson.dumps({"message_id": "m", field: 2})).attempt == 2
+    assert fmt().parse_body("q", orjson.dumps({"message_id": "m", "attempt": True})).attempt is None
 
 
 @pytest.mark.parametrize(
@@ -171,14 +173,14 @@ def test_parse_reads_alternative_attempt_fields(field):
 def test_parse_refuses_unusable_envelopes(body, fragment):
     """Bad JSON, non-objects and missing or odd message ids are MalformedDelivery."""
     with pytest.raises(MalformedDelivery, match=fragment):
-        fmt().parse("q", body)
+        fmt().parse_body("q", body)
 
 
 @given(st.binary(max_size=512))
 def test_arbitrary_bytes_parse_or_raise_malformed(body):
     """Whatever the bytes, parse returns a Delivery or raises MalformedDelivery."""
     try:
-        delivery = fmt().parse("q", body)
+        delivery = fmt().parse_body("q", body)
     except MalformedDelivery:
         return
     assert isinstance(delivery.message_id, str) and delivery.message_id
@@ -208,7 +210,7 @@ def test_arbitrary_json_envelopes_parse_or_raise_malformed(payload, message_id):
     # json, not orjson: integers beyond 64 bits must reach the parser too.
     body = json.dumps({"message_id": message_id, "payload": payload}).encode()
     try:
-        delivery = fmt().parse("q", body)
+        delivery = fmt().parse_body("q", body)
         parsed = parse_delivery_payload(delivery.payload, channels=frozenset({"email", "webhook"}))
     except MalformedDelivery:
         return
@@ -221,4 +223,4 @@ def test_arbitrary_headers_authenticate_or_raise_unauthenticated(signature, stam
     """Hostile header values are refused with Unauthenticated, never another error."""
     headers = {SIG: signature} if stamp is None else {SIG: signature, TS: stamp}
     with pytest.raises(Unauthenticated):
-        fmt().authenticate(BODY, headers, now=NOW)
+        fmt().check_signature(BODY, headers, now=NOW)

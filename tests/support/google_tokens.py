@@ -1,0 +1,106 @@
+"""Google-style OIDC tokens for tests: a test RSA key, its certificate served on loopback.
+
+Tokens are minted with google-auth's own signer, exactly as Google shapes them for Cloud
+Tasks and Pub/Sub pushes (RS256, ``kid``, ``iss``, ``aud``, ``email``, ``email_verified``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from google.auth import crypt, jwt
+
+SERVICE_ACCOUNT = "pusher@test-project.iam.gserviceaccount.com"
+AUDIENCE = "https://reminders.example.test/push"
+
+
+@dataclass
+class SigningKey:
+    """An RSA key with a key id and its self-signed certificate (PEM)."""
+
+    kid: str
+    private_pem: bytes
+    certificate_pem: str
+
+    @classmethod
+    def generate(cls, kid: str) -> SigningKey:
+        """A fresh 2048-bit key."""
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, kid)])
+        now = dt.datetime.now(dt.UTC)
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .sign(key, hashes.SHA256())
+        )
+        private_pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return cls(kid, private_pem, certificate.public_bytes(serialization.Encoding.PEM).decode())
+
+    def mint(self, now: float, **overrides: Any) -> str:
+        """A token as Google mints it for a push, valid for an hour from ``now``."""
+        claims = {
+            "iss": "https://accounts.google.com",
+            "aud": AUDIENCE,
+            "email": SERVICE_ACCOUNT,
+            "email_verified": True,
+            "sub": "1234567890",
+            "iat": int(now),
+            "exp": int(now) + 3600,
+        } | overrides
+        claims = {name: value for name, value in claims.items() if value is not None}
+        signer = crypt.RSASigner.from_string(self.private_pem, key_id=self.kid)
+        return jwt.encode(signer, claims).decode()
+
+
+@dataclass
+class CertificateServer:
+    """Serves ``{kid: certificate}`` like Google's v1 certs endpoint; counts fetches."""
+
+    keys: list[SigningKey]
+    max_age: int = 3600
+    fetches: int = 0
+    url: str = ""
+    _runner: web.AppRunner | None = field(default=None, repr=False)
+
+    async def _certs(self, request: web.Request) -> web.Response:
+        self.fetches += 1
+        body = json.dumps({key.kid: key.certificate_pem for key in self.keys})
+        headers = {"Cache-Control": f"public, max-age={self.max_age}, must-revalidate"}
+        return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+@asynccontextmanager
+async def certificate_server(keys: list[SigningKey]) -> AsyncIterator[CertificateServer]:
+    """A certificate endpoint on a free loopback port."""
+    server = CertificateServer(keys)
+    app = web.Application()
+    app.router.add_get("/oauth2/v1/certs", server._certs)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    server.url = f"http://127.0.0.1:{port}/oauth2/v1/certs"
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
