@@ -9,13 +9,13 @@ import orjson
 from google.cloud import tasks_v2
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.queues.cloudtasks import (
+from app.adapters.queues.cloudtasks.publisher import (
     CloudTasksPublisher,
     CloudTasksTarget,
     cloudtasks_client_factory,
 )
-from app.adapters.queues.pubsub import PubSubPublisher
-from app.adapters.queues.pubsub_api import PubSubApi, PubSubApiError
+from app.adapters.queues.pubsub.api import PubSubApi, PubSubApiError
+from app.adapters.queues.pubsub.publisher import PubSubPublisher
 from tests.contract.publishers import (
     CONTRACT_QUEUE,
     HeldMessage,

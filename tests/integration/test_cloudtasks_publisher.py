@@ -16,7 +16,7 @@ from aiohttp import web
 from google.cloud import tasks_v2
 
 from app.adapters.push_formats.signatures import sign
-from app.adapters.queues.cloudtasks import (
+from app.adapters.queues.cloudtasks.publisher import (
     CloudTasksPublisher,
     CloudTasksTarget,
     cloudtasks_client_factory,

@@ -18,7 +18,7 @@ from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.queueing import check_publishable
 
-from .pubsub_api import PubSubApi, PubSubApiError
+from .api import PubSubApi, PubSubApiError
 
 IDEMPOTENCY_ATTRIBUTE = "idempotency_key"
 MAX_MESSAGES_PER_REQUEST = 1000  # Pub/Sub's publish request limit

@@ -1,0 +1,1 @@
+"""Google Cloud Tasks: publisher (gRPC client), setup."""

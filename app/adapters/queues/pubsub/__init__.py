@@ -1,0 +1,1 @@
+"""Google Pub/Sub: REST API client, publisher, setup."""
