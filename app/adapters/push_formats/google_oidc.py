@@ -1,7 +1,7 @@
 """Google OIDC tokens on push requests (Cloud Tasks, Pub/Sub), checked with google-auth.
 
 Google signs each push's ``Authorization: Bearer`` token (RS256) with a key whose
-certificate it publishes at ``GOOGLE_CERTS_URL``. A token is accepted only when the
+certificate it publishes (``REMINDERS_GOOGLE_PUSH_CERTS_URL``). A token is accepted only when the
 signature verifies with the key its ``kid`` names, the issuer is Google, ``aud`` is the
 configured audience, ``email`` is the configured service account and ``email_verified`` is
 true: Google warns that signature and audience alone would accept a token that any Google
@@ -31,7 +31,6 @@ from google.auth.crypt import RSAVerifier
 from app.adapters.channels.http import SharedHttp, client_timeout, read_capped
 from app.domain.errors import Unauthenticated
 
-GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 DEFAULT_MAX_AGE = 3600.0
 MAX_CERTIFICATE_BYTES = 64 * 1024
@@ -48,7 +47,7 @@ class OidcRequirements:
 
     audience: str
     service_account: str
-    certs_url: str = GOOGLE_CERTS_URL
+    certs_url: str
     clock_skew_seconds: float = 60.0
 
 
