@@ -39,6 +39,10 @@ source tree (e.g. ``git worktree add /tmp/rr-before <commit>``) and/or with othe
 ``REMINDERS_*`` settings, measured in the same repetitions (the order rotates each repetition
 so drift does not favour one target). The current tree is the target ``service``.
 
+**Push authentication**: first, each push format's ``authenticate`` and ``parse`` are timed in
+process (``bench/push_auth.py``: HMAC, query token, Google OIDC with cached keys) so their
+per-delivery cost stands next to the Infrai HMAC in the same run.
+
 Output: one table per repetition, the medians, and as the last line
 ``ratios (service): new/bare=… duplicate/bare=…`` (medians of the per-repetition ratios).
 Columns: deliveries/s, p50/p99 latency in ms (wrk), CPU time of the server process (all its
@@ -689,6 +693,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--keep-db", action="store_true", help="keep the benchmark databases")
     add("--max-seconds", type=int, default=900, help="upper bound of one wrk run")
     add("--json", type=Path, help="also write every phase's raw figures here")
+    add("--auth-iterations", type=int, default=2000, help="per push format; 0: skip")
     args = parser.parse_args(argv)
     if args.outbox_base is None and Path("/dev/shm").is_dir():
         args.outbox_base = Path("/dev/shm")
@@ -711,6 +716,10 @@ def main(argv: list[str] | None = None) -> int:
         f"cpus={os.cpu_count()} targets={', '.join(t.name for t in targets)}",
         flush=True,
     )
+    if args.auth_iterations:
+        from bench.push_auth import print_auth_costs
+
+        print_auth_costs(args.auth_iterations)
     all_phases, all_problems = [], []
     with (
         tempfile.TemporaryDirectory(prefix="rr-bench-") as directory,
