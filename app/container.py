@@ -4,7 +4,7 @@ and closes all of them once, for the FastAPI lifespan, every CLI command and the
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -13,8 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.channels.registry import build_providers
-from app.adapters.push_formats.infrai import InfraiPushFormat
-from app.adapters.queues.registry import build_publisher, close_publisher
+from app.adapters.queues.registry import build_publisher, build_push_formats, close_publisher
 from app.adapters.rendering import Renderer
 from app.db.engine import connection_budget, create_engine
 from app.db.ledger import ledger_for
@@ -35,7 +34,7 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     settings: Settings
     engine: AsyncEngine
     receiver: Receiver
-    push_format: PushFormat
+    push_formats: Mapping[str, PushFormat]  # by queue name: the only names /push serves
     publisher: QueuePublisher
     renderer: Renderer
     sweep_limits: SweepLimits
@@ -99,8 +98,8 @@ def build_container(
         settings=settings,
         engine=engine,
         receiver=receiver,
-        push_format=_push_format(settings),
-        publisher=publisher or build_publisher(settings, engine=engine, clock=clock),
+        push_formats=build_push_formats(settings, http=http),
+        publisher=publisher or build_publisher(settings, engine=engine, clock=clock, http=http),
         renderer=renderer,
         sweep_limits=SweepLimits(
             batch_size=settings.sweep_batch_size,
@@ -140,15 +139,6 @@ def _delivery_policy(settings: Settings) -> DeliveryPolicy:
         max_attempts=settings.max_attempts,
         backoff=settings.backoff,
         usefulness_grace=timedelta(seconds=settings.usefulness_grace_seconds),
-    )
-
-
-def _push_format(settings: Settings) -> InfraiPushFormat:
-    return InfraiPushFormat(
-        [secret.get_secret_value().encode() for secret in settings.push_secrets],
-        signature_header=settings.push_signature_header,
-        timestamp_header=settings.push_timestamp_header,
-        tolerance_seconds=settings.push_timestamp_tolerance_seconds,
     )
 
 

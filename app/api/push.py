@@ -9,7 +9,7 @@ import time
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from app.domain.errors import MalformedDelivery, PayloadTooLarge, Unauthenticated
+from app.domain.errors import MalformedDelivery, NotFound, PayloadTooLarge, Unauthenticated
 from app.domain.messages import Delivery, PushRequest
 from app.observability import record_delivery, record_push_refused
 from app.services.receive import Answer, quarantine, receive_delivery
@@ -38,10 +38,13 @@ async def push(request: Request) -> Response:
     """Authenticate, then hand the delivery to the receiver and answer ack or nack."""
     queue: str = request.path_params["queue"]
     container: Container = get_container(request)
+    push_format = container.push_formats.get(queue)
+    if push_format is None:  # before anything: an unknown name leaves no log line or metric
+        return error_response(NotFound("no such queue"))
     try:
         body = await read_capped(request, container.settings.push_max_body_bytes)
         pushed = PushRequest(body, request.headers, request.query_params)
-        await container.push_format.authenticate(pushed, now=time.time())
+        await push_format.authenticate(pushed, now=time.time())
     except (PayloadTooLarge, Unauthenticated) as error:
         log.warning("push refused on queue %s: %s", queue[:64], error)
         record_push_refused(
@@ -50,7 +53,7 @@ async def push(request: Request) -> Response:
         return error_response(error)
     started = time.perf_counter()
     try:
-        delivery = container.push_format.parse(queue, pushed)
+        delivery = push_format.parse(queue, pushed)
     except MalformedDelivery as error:
         delivery = Delivery(queue=queue, message_id=_fallback_id(body), payload=None)
         answer = await quarantine(

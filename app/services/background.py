@@ -57,7 +57,7 @@ class BackgroundWork:
 
 def runs_in_serve(settings: Settings) -> bool:
     """True when ``reminders serve`` should run the dispatcher and the sweep timer."""
-    return settings.queue == "embedded" and settings.embedded.dispatch_in_serve
+    return "embedded" in settings.queue_kinds_in_use and settings.embedded.dispatch_in_serve
 
 
 def start_background(

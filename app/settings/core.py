@@ -10,10 +10,20 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 from app.domain.retry import BackoffPolicy
 from app.settings.channels import ChannelSettings, split_csv
 from app.settings.embedded import EmbeddedQueueSettings
+from app.settings.google import (
+    CloudTasksSettings,
+    GooglePushSettings,
+    PubSubSettings,
+    check_google_settings,
+)
 from app.settings.infrai import InfraiSettings, check_infrai_settings
 from app.settings.secrets import SECRET_FIELDS, is_placeholder, refuse_placeholder
 
 DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///./reminders.db"
+
+
+# Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
+QueueKind = Literal["memory", "embedded", "infrai", "cloudtasks", "pubsub"]
 
 
 class Settings(ChannelSettings):
@@ -25,7 +35,10 @@ class Settings(ChannelSettings):
     database_url: str = DEFAULT_SQLITE_URL
     database_pool_size: int = Field(default=16, ge=1)
 
-    queue: Literal["memory", "embedded", "infrai"] = "embedded"
+    queue: QueueKind = "embedded"
+    # A channel may use another queue kind than REMINDERS_QUEUE (e.g. webhooks via Pub/Sub).
+    email_queue_kind: QueueKind | None = None
+    webhook_queue_kind: QueueKind | None = None
     # The embedded queue's dispatcher: REMINDERS_EMBEDDED_* (app/settings/embedded.py).
     embedded: EmbeddedQueueSettings = Field(default_factory=EmbeddedQueueSettings)
     queue_name: str = "reminders"
@@ -33,6 +46,9 @@ class Settings(ChannelSettings):
     email_queue: str = ""
     webhook_queue: str = ""
     infrai: InfraiSettings = Field(default_factory=InfraiSettings)  # REMINDERS_INFRAI_*
+    cloudtasks: CloudTasksSettings = Field(default_factory=CloudTasksSettings)
+    pubsub: PubSubSettings = Field(default_factory=PubSubSettings)
+    google_push: GooglePushSettings = Field(default_factory=GooglePushSettings)
     public_base_url: str = "http://127.0.0.1:8000"
 
     push_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -80,13 +96,14 @@ class Settings(ChannelSettings):
             self._refuse_placeholder_secrets()
         check_infrai_settings(
             self.infrai,
-            queue=self.queue,
+            queue="infrai" if "infrai" in self.queue_kinds_in_use else self.queue,
             lease_seconds=self.lease_seconds,
             max_attempts=self.max_attempts,
             dev_mode=self.dev_mode,
         )
         self.check_channels(dev_mode=self.dev_mode)
-        if self.queue == "embedded" and self.embedded.max_retries <= self.max_attempts:
+        self._check_queue_kinds()
+        if "embedded" in self.queue_kinds_in_use and self.embedded.max_retries <= self.max_attempts:
             # The queue must keep redelivering until our own ledger gives up (and records a
             # dead letter); busy answers count as queue retries too.
             raise ValueError(
@@ -94,6 +111,23 @@ class Settings(ChannelSettings):
                 "so the queue never drops a message our ledger would still retry"
             )
         return self
+
+    def _check_queue_kinds(self) -> None:
+        kinds: dict[str, str] = {}
+        for channel, queue in self.channel_queues.items():
+            kind = self.channel_queue_kinds[channel]
+            if kinds.setdefault(queue, kind) != kind:
+                raise ValueError(
+                    f"queue {queue!r} is given two kinds ({kinds[queue]}, {kind}): give each "
+                    "channel with its own kind its own queue name"
+                )
+        check_google_settings(
+            self.queue_kinds_in_use,
+            cloudtasks=self.cloudtasks,
+            pubsub=self.pubsub,
+            max_attempts=self.max_attempts,
+            provider_timeout_seconds=self.provider_timeout_seconds,
+        )
 
     def _refuse_placeholder_secrets(self) -> None:
         for name in SECRET_FIELDS:
@@ -126,6 +160,25 @@ class Settings(ChannelSettings):
             "email": self.email_queue or self.queue_name,
             "webhook": self.webhook_queue or self.queue_name,
         }
+
+    @property
+    def channel_queue_kinds(self) -> dict[str, str]:
+        """The queue kind each channel publishes through."""
+        return {
+            "email": self.email_queue_kind or self.queue,
+            "webhook": self.webhook_queue_kind or self.queue,
+        }
+
+    @property
+    def queue_kinds(self) -> dict[str, str]:
+        """Every configured queue name and its kind (the names ``/push/{queue}`` serves)."""
+        queues = self.channel_queues
+        return {queues[channel]: kind for channel, kind in self.channel_queue_kinds.items()}
+
+    @property
+    def queue_kinds_in_use(self) -> set[str]:
+        """The queue kinds some channel uses."""
+        return set(self.channel_queue_kinds.values())
 
     def queue_for_channel(self, channel: str) -> str:
         """The queue a channel's messages go to; unknown channels use REMINDERS_QUEUE_NAME."""

@@ -221,14 +221,22 @@ async def test_hostile_identifiers_are_rejected_not_crashing(client, container, 
     assert provider.calls == []
 
 
-async def test_long_queue_name_is_answered(client, container):
-    """A push on a queue name longer than the column still gets a proper answer."""
+async def test_a_queue_this_service_does_not_serve_is_404_before_anything(
+    client, container, caplog
+):
+    """An unconfigured queue name (here longer than any column) answers 404 before reading
+    the body: no dead letter, no log line, no metric sample carries the name."""
     queue = "q" * 300
     raw, headers = signed(b"{broken")
-    response = await client.post(f"/push/{queue}", content=raw, headers=headers)
-    assert response.status_code == 200, response.text
-    assert response.json()["outcome"] == "rejected"
-    assert len(await dead_letter_rows(container.engine)) == 1
+    with caplog.at_level("DEBUG", logger="reminders"):
+        response = await client.post(f"/push/{queue}", content=raw, headers=headers)
+        unsigned = await client.post("/push/not-configured", content=b"{}")
+    assert (response.status_code, unsigned.status_code) == (404, 404)
+    assert response.json()["error"] == "not_found"
+    assert await dead_letter_rows(container.engine) == []
+    assert [r for r in caplog.records if r.name.startswith("reminders")] == []
+    metrics = (await client.get("/metrics")).text
+    assert queue not in metrics and "not-configured" not in metrics
 
 
 HOSTILE = settings(

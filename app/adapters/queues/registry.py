@@ -1,19 +1,88 @@
-"""Which publisher a ``REMINDERS_QUEUE`` name builds."""
+"""The queue kinds: which publisher and which push format each ``REMINDERS_QUEUE`` value builds.
+
+One registry for every kind. A new queue is its adapter modules plus one ``QueueKind``
+entry in ``QUEUE_KINDS`` (and its name in the settings' ``QueueKind`` literal). Channels may
+use different kinds at once (``REMINDERS_<CHANNEL>_QUEUE_KIND``): each queue name gets its
+kind's publisher and push format, and ``/push/{queue}`` knows only the configured names.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.adapters.channels.http import SharedHttp
+from app.adapters.push_formats.infrai import InfraiPushFormat
 from app.domain.errors import ConfigError
-from app.domain.ports import QueuePublisher
+from app.domain.ports import PushFormat, QueuePublisher
 from app.settings import Settings
 
 from .embedded import EmbeddedQueuePublisher
+from .google import (
+    build_cloudtasks_publisher,
+    build_cloudtasks_push_format,
+    build_pubsub_publisher,
+    build_pubsub_push_format,
+)
 from .infrai import build_infrai_publisher
 from .memory import MemoryPublisher
+from .parts import QueueParts
+from .routing import RoutingPublisher
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKind:
+    """How to build one kind's publisher and push format."""
+
+    publisher: Callable[[QueueParts], QueuePublisher]
+    push_format: Callable[[QueueParts], PushFormat]
+
+
+def _memory(parts: QueueParts) -> QueuePublisher:
+    return MemoryPublisher()
+
+
+def _embedded(parts: QueueParts) -> QueuePublisher:
+    if parts.engine is None:
+        raise ConfigError("the embedded queue needs the service's database engine")
+    max_retries = parts.settings.embedded.max_retries
+    if parts.clock is None:
+        return EmbeddedQueuePublisher(parts.engine, max_retries=max_retries)
+    return EmbeddedQueuePublisher(parts.engine, max_retries=max_retries, clock=parts.clock)
+
+
+def _infrai(parts: QueueParts) -> QueuePublisher:
+    return build_infrai_publisher(parts.settings.infrai)
+
+
+def _infrai_push_format(parts: QueueParts) -> PushFormat:
+    # The embedded queue and the memory queue push exactly as Infrai does.
+    settings = parts.settings
+    return InfraiPushFormat(
+        parts.push_secrets(),
+        signature_header=settings.push_signature_header,
+        timestamp_header=settings.push_timestamp_header,
+        tolerance_seconds=settings.push_timestamp_tolerance_seconds,
+    )
+
+
+QUEUE_KINDS: dict[str, QueueKind] = {
+    "memory": QueueKind(_memory, _infrai_push_format),
+    "embedded": QueueKind(_embedded, _infrai_push_format),
+    "infrai": QueueKind(_infrai, _infrai_push_format),
+    "cloudtasks": QueueKind(build_cloudtasks_publisher, build_cloudtasks_push_format),
+    "pubsub": QueueKind(build_pubsub_publisher, build_pubsub_push_format),
+}
+
+
+def _kind(name: str) -> QueueKind:
+    kind = QUEUE_KINDS.get(name)
+    if kind is None:
+        raise ConfigError(f"queue kind {name!r} is not available in this build")
+    return kind
 
 
 def build_publisher(
@@ -21,25 +90,25 @@ def build_publisher(
     *,
     engine: AsyncEngine | None = None,
     clock: Callable[[], datetime] | None = None,
+    http: SharedHttp | None = None,
 ) -> QueuePublisher:
-    """The publisher the settings name (the embedded queue stores into ``engine``)."""
-    if settings.queue == "embedded":
-        if engine is None:
-            raise ConfigError("the embedded queue needs the service's database engine")
-        if clock is None:
-            return EmbeddedQueuePublisher(engine, max_retries=settings.embedded.max_retries)
-        return EmbeddedQueuePublisher(
-            engine, max_retries=settings.embedded.max_retries, clock=clock
-        )
-    if settings.queue == "memory":
-        return MemoryPublisher()
-    if settings.queue == "infrai":
-        return build_infrai_publisher(settings.infrai)
-    raise ConfigError(f"REMINDERS_QUEUE={settings.queue!r} is not available in this build")
+    """The publisher the settings name; a routing one when channels use different kinds."""
+    parts = QueueParts(settings, engine, clock, http)
+    by_kind = {kind: _kind(kind).publisher(parts) for kind in settings.queue_kinds_in_use}
+    if len(by_kind) == 1:
+        return next(iter(by_kind.values()))
+    return RoutingPublisher({queue: by_kind[kind] for queue, kind in settings.queue_kinds.items()})
+
+
+def build_push_formats(settings: Settings, *, http: SharedHttp) -> dict[str, PushFormat]:
+    """The push format of every configured queue name (one instance per kind)."""
+    parts = QueueParts(settings, http=http)
+    by_kind = {kind: _kind(kind).push_format(parts) for kind in settings.queue_kinds_in_use}
+    return {queue: by_kind[kind] for queue, kind in settings.queue_kinds.items()}
 
 
 async def close_publisher(publisher: QueuePublisher) -> None:
-    """Release what a publisher holds (Infrai's HTTP client); a no-op for the others."""
+    """Release what a publisher holds (HTTP clients, gRPC channels); a no-op for the others."""
     close = getattr(publisher, "aclose", None)
     if close is not None:
         await close()
