@@ -9,6 +9,7 @@ from app.cli.dead_letters import app as dead_letters_app
 from app.cli.demo import demo_command
 from app.cli.embedded import dispatch_command
 from app.cli.infrai import check_command, setup_infrai_command, worker_command
+from app.cli.setup import setup_command
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
 cli.command("migrate")(server.migrate)
@@ -20,6 +21,7 @@ cli.command("demo")(demo_command)
 cli.command("worker")(worker_command)
 cli.command("check")(check_command)
 cli.command("setup-infrai")(setup_infrai_command)
+cli.command("setup")(setup_command)
 
 
 def main() -> None:

@@ -1,0 +1,75 @@
+"""``reminders setup --queue KIND``: create what a queue kind needs, idempotently.
+
+``infrai`` is ``setup-infrai``; ``pubsub`` creates topics, dead-letter topics and push
+subscriptions; ``cloudtasks`` creates queues with their retry configuration. Without
+``--queue``, every kind the configuration uses that has something to set up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from google.api_core.exceptions import GoogleAPIError
+from rich.console import Console
+from rich.table import Table
+
+from app.adapters.channels.http import SharedHttp
+from app.adapters.queues.google import run_google_setup
+from app.adapters.queues.pubsub.api import PubSubApiError
+from app.adapters.queues.pubsub.setup import SetupAction
+from app.cli.common import load_settings
+from app.cli.infrai import setup_infrai_command
+from app.settings import Settings
+
+console = Console()
+GOOGLE_KINDS = ("cloudtasks", "pubsub")
+SETUP_KINDS = ("infrai", *GOOGLE_KINDS)
+
+
+def setup_command(
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", "-q", help=f"One of {', '.join(SETUP_KINDS)}; default: in use."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Infrai only: print the calls; make none.")
+    ] = False,
+) -> None:
+    """Create the queue resources this configuration needs (idempotent: run on every deploy)."""
+    settings = load_settings()
+    kinds = [queue] if queue else [k for k in SETUP_KINDS if k in settings.queue_kinds_in_use]
+    for kind in kinds:
+        if kind not in SETUP_KINDS:
+            console.print(f"[red]--queue must be one of {', '.join(SETUP_KINDS)}[/red]")
+            raise typer.Exit(2)
+        if kind not in settings.queue_kinds_in_use:
+            console.print(f"[red]no channel uses the {kind} queue (REMINDERS_QUEUE)[/red]")
+            raise typer.Exit(2)
+    for kind in kinds:
+        if kind == "infrai":
+            setup_infrai_command(dry_run=dry_run, pull=False)
+        else:
+            _print(kind, asyncio.run(_google(kind, settings)))
+
+
+async def _google(kind: str, settings: Settings) -> list[SetupAction]:
+    http = SharedHttp()
+    try:
+        return await run_google_setup(kind, settings, http)
+    except (PubSubApiError, GoogleAPIError) as error:  # say what the API refused
+        console.print(f"[red]{kind} setup failed: {error}[/red]")
+        raise typer.Exit(1) from None
+    finally:
+        await http.aclose()
+
+
+def _print(kind: str, actions: list[SetupAction]) -> None:
+    table = Table(title=f"setup --queue {kind}")
+    for column in ("resource", "name", "result"):
+        table.add_column(column)
+    for action in actions:
+        style = "green" if action.status == "created" else "cyan"
+        table.add_row(action.kind, action.name, f"[{style}]{action.status}[/{style}]")
+    console.print(table)

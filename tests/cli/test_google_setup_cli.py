@@ -1,0 +1,80 @@
+"""``reminders setup --queue pubsub|cloudtasks`` against the emulators: run twice, the second
+run creates nothing new; the push token never reaches the output."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from app.adapters.channels.http import SharedHttp
+from app.adapters.queues.pubsub.api import PubSubApi
+from app.cli import cli
+from tests.support.google_emulators import EMULATOR_LOCATION, EMULATOR_PROJECT
+from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def google_env(monkeypatch, tmp_path):
+    """A deployment with email and webhooks on their own queues."""
+    env = {
+        "REMINDERS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/unused.db",
+        "REMINDERS_PUSH_SECRETS": f"{PUSH_SECRET},{NEXT_PUSH_SECRET}",
+        "REMINDERS_API_TOKEN": "test-api-token",
+        "REMINDERS_CRON_TOKEN": "test-cron-token-0123456789",
+        "REMINDERS_ADMIN_TOKEN": "test-admin-token",
+        "REMINDERS_PUBLIC_BASE_URL": "https://reminders.example.com",
+        "REMINDERS_EMAIL_QUEUE": "cli-email",
+        "REMINDERS_WEBHOOK_QUEUE": "cli-webhook",
+        "REMINDERS_PUBSUB_PROJECT": EMULATOR_PROJECT,
+        "REMINDERS_CLOUDTASKS_PROJECT": EMULATOR_PROJECT,
+        "REMINDERS_CLOUDTASKS_LOCATION": EMULATOR_LOCATION,
+        "COLUMNS": "200",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+async def invoke(*args: str):
+    runner = CliRunner()
+    return await anyio.to_thread.run_sync(lambda: runner.invoke(cli, list(args)))
+
+
+async def test_pubsub_setup_twice(google_env, monkeypatch, pubsub_emulator_host):
+    """First run creates topics and subscriptions; the second finds and aligns them."""
+    monkeypatch.setenv("REMINDERS_QUEUE", "pubsub")
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_emulator_host)
+    first = await invoke("setup", "--queue", "pubsub")
+    assert first.exit_code == 0, first.output
+    assert first.output.count("created") == 6
+    second = await invoke("setup", "--queue", "pubsub")
+    assert second.exit_code == 0, second.output
+    assert second.output.count("exists") == 4 and second.output.count("updated") == 2
+    assert PUSH_SECRET not in first.output + second.output
+    http = SharedHttp()
+    api = PubSubApi(EMULATOR_PROJECT, http, emulator_host=pubsub_emulator_host)
+    held = await api.call("GET", api.subscription_path("cli-webhook-push"))
+    await http.aclose()
+    assert held["pushConfig"]["pushEndpoint"] == (
+        f"https://reminders.example.com/push/cli-webhook?token={PUSH_SECRET}"
+    )
+
+
+async def test_cloudtasks_setup_twice(google_env, monkeypatch, tasks_emulator_host):
+    """Each run sets up one queue per channel queue and exits 0."""
+    monkeypatch.setenv("REMINDERS_QUEUE", "cloudtasks")
+    monkeypatch.setenv("CLOUD_TASKS_EMULATOR_HOST", tasks_emulator_host)
+    for _ in range(2):
+        result = await invoke("setup")
+        assert result.exit_code == 0, result.output
+        assert "cli-email" in result.output and "cli-webhook" in result.output
+
+
+async def test_setup_of_a_kind_not_in_use_is_refused(google_env, monkeypatch):
+    """--queue pubsub while the channels use the embedded queue: exit 2, nothing done."""
+    result = await invoke("setup", "--queue", "pubsub")
+    assert result.exit_code == 2
+    assert "no channel uses the pubsub queue" in result.output
