@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.adapters.queues.google_check import GOOGLE_KINDS, check_google
 from app.adapters.queues.infrai import (
     InfraiApi,
     build_http_client,
@@ -125,18 +126,27 @@ def check_command(
         bool, typer.Option("--skip-queues", help="Do not verify queues and the cron (no key).")
     ] = False,
 ) -> None:
-    """Check Infrai's published schemas accept our requests and our queues are set up."""
+    """Check the queues are set up (Infrai: also that its schemas accept our requests)."""
     settings = _settings()
+    google = [kind for kind in GOOGLE_KINDS if kind in settings.queue_kinds_in_use]
+    infrai = "infrai" in settings.queue_kinds_in_use or not google
 
     async def run(container: Container) -> list[CheckResult]:
+        http = container.http
+        assert http is not None  # open_container always builds the shared pool
+        results = [r for kind in google for r in await check_google(kind, settings, http)]
+        if not infrai:
+            return results
         api = _api(container)
         discovery: Discovery = (
             FileDiscovery(discovery_file) if discovery_file else HttpDiscovery(api)
         )
-        return await run_check(discovery, api, settings, push=not pull, skip_queues=skip_queues)
+        return results + await run_check(
+            discovery, api, settings, push=not pull, skip_queues=skip_queues
+        )
 
     results = run_in_container(settings, run)
-    table = Table(title=f"Infrai check ({settings.infrai.base_url})")
+    table = Table(title=f"Infrai check ({settings.infrai.base_url})" if infrai else "check")
     for column in ("check", "result", "detail"):
         table.add_column(column, overflow="fold")
     for result in results:

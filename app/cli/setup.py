@@ -17,6 +17,7 @@ from rich.table import Table
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.queues.google import run_google_setup
+from app.adapters.queues.google_check import GOOGLE_KINDS
 from app.adapters.queues.pubsub.api import PubSubApiError
 from app.adapters.queues.pubsub.setup import SetupAction
 from app.cli.common import load_settings
@@ -24,7 +25,6 @@ from app.cli.infrai import setup_infrai_command
 from app.settings import Settings
 
 console = Console()
-GOOGLE_KINDS = ("cloudtasks", "pubsub")
 SETUP_KINDS = ("infrai", *GOOGLE_KINDS)
 
 

@@ -78,3 +78,34 @@ async def test_setup_of_a_kind_not_in_use_is_refused(google_env, monkeypatch):
     result = await invoke("setup", "--queue", "pubsub")
     assert result.exit_code == 2
     assert "no channel uses the pubsub queue" in result.output
+
+
+async def test_check_fails_before_setup_and_passes_after(
+    google_env, monkeypatch, pubsub_emulator_host
+):
+    """`reminders check` names the missing subscriptions, then passes once setup ran."""
+    monkeypatch.setenv("REMINDERS_QUEUE", "pubsub")
+    monkeypatch.setenv("REMINDERS_EMAIL_QUEUE", "check-email")
+    monkeypatch.setenv("REMINDERS_WEBHOOK_QUEUE", "check-webhook")
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_emulator_host)
+    before = await invoke("check")
+    assert before.exit_code == 1, before.output
+    assert "check-email-push" in before.output and "FAIL" in before.output
+    assert (await invoke("setup")).exit_code == 0
+    after = await invoke("check")
+    assert after.exit_code == 0, after.output
+    assert after.output.count("PASS") == 2
+
+
+async def test_check_of_cloudtasks_queues(google_env, monkeypatch, tasks_emulator_host):
+    """Cloud Tasks queues: missing → FAIL; after setup → PASS."""
+    monkeypatch.setenv("REMINDERS_QUEUE", "cloudtasks")
+    monkeypatch.setenv("REMINDERS_EMAIL_QUEUE", "check-ct-email")
+    monkeypatch.setenv("REMINDERS_WEBHOOK_QUEUE", "check-ct-webhook")
+    monkeypatch.setenv("CLOUD_TASKS_EMULATOR_HOST", tasks_emulator_host)
+    before = await invoke("check")
+    assert before.exit_code == 1, before.output
+    assert (await invoke("setup")).exit_code == 0
+    after = await invoke("check")
+    assert after.exit_code == 0, after.output
+    assert after.output.count("PASS") == 2
