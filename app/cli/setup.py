@@ -7,7 +7,6 @@ subscriptions; ``cloudtasks`` creates queues with their retry configuration. Wit
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -15,13 +14,13 @@ from google.api_core.exceptions import GoogleAPIError
 from rich.console import Console
 from rich.table import Table
 
-from app.adapters.channels.http import SharedHttp
 from app.adapters.queues.google import run_google_setup
 from app.adapters.queues.google_check import GOOGLE_KINDS
 from app.adapters.queues.pubsub.api import PubSubApiError
 from app.adapters.queues.pubsub.setup import SetupAction
-from app.cli.common import load_settings
+from app.cli.common import load_settings, run_in_container
 from app.cli.infrai import setup_infrai_command
+from app.container import Container
 from app.settings import Settings
 
 console = Console()
@@ -51,18 +50,19 @@ def setup_command(
         if kind == "infrai":
             setup_infrai_command(dry_run=dry_run, pull=False)
         else:
-            _print(kind, asyncio.run(_google(kind, settings)))
+            _print(kind, _google(kind, settings))
 
 
-async def _google(kind: str, settings: Settings) -> list[SetupAction]:
-    http = SharedHttp()
+def _google(kind: str, settings: Settings) -> list[SetupAction]:
+    async def work(container: Container) -> list[SetupAction]:
+        assert container.http is not None  # open_container always builds the shared pool
+        return await run_google_setup(kind, settings, container.http)
+
     try:
-        return await run_google_setup(kind, settings, http)
+        return run_in_container(settings, work)
     except (PubSubApiError, GoogleAPIError) as error:  # say what the API refused
         console.print(f"[red]{kind} setup failed: {error}[/red]")
         raise typer.Exit(1) from None
-    finally:
-        await http.aclose()
 
 
 def _print(kind: str, actions: list[SetupAction]) -> None:

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from app.adapters.queues.routing import RoutingPublisher
-from app.main import build_container
+from app.container import build_container
 from app.settings.google import CloudTasksSettings, GooglePushSettings, PubSubSettings
 from tests.conftest import make_settings
 from tests.support.flow import put_customer, put_reminder
