@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ from google.cloud import tasks_v2
 from google.protobuf import timestamp_pb2
 
 from app.adapters.push_formats.signatures import sign
+from app.domain.clock import utc_now
 from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.queueing import check_publishable
@@ -67,7 +68,7 @@ class CloudTasksPublisher:
         target: CloudTasksTarget,
         *,
         client_factory: Callable[[], Any],
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utc_now,
         max_delay_seconds: float = MAX_DELAY_SECONDS,
     ) -> None:
         self.target = target
