@@ -3,13 +3,11 @@ run creates nothing new; the push token never reaches the output."""
 
 from __future__ import annotations
 
-import anyio
 import pytest
-from typer.testing import CliRunner
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.queues.pubsub.api import PubSubApi
-from app.cli import cli
+from tests.support.cli import invoke, set_env
 from tests.support.google_emulators import EMULATOR_LOCATION, EMULATOR_PROJECT
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
@@ -33,14 +31,7 @@ def google_env(monkeypatch, tmp_path):
         "REMINDERS_CLOUDTASKS_LOCATION": EMULATOR_LOCATION,
         "COLUMNS": "200",
     }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
-
-
-async def invoke(*args: str):
-    runner = CliRunner()
-    return await anyio.to_thread.run_sync(lambda: runner.invoke(cli, list(args)))
+    return set_env(monkeypatch, env)
 
 
 async def test_pubsub_setup_twice(google_env, monkeypatch, pubsub_emulator_host):

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import socket
 
-import anyio
 import pytest
-from typer.testing import CliRunner
 
-from app.cli import cli
+from tests.support.cli import invoke, set_env
 from tests.support.fake_infrai import API_KEY, DISCOVERY_FIXTURE
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
@@ -33,14 +31,7 @@ def infrai_env(fake_infrai, monkeypatch, tmp_path):
         "REMINDERS_INFRAI_MAX_ATTEMPTS": "1",
         "COLUMNS": "250",
     }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
-
-
-async def invoke(*args: str):
-    runner = CliRunner()
-    return await anyio.to_thread.run_sync(lambda: runner.invoke(cli, list(args)))
+    return set_env(monkeypatch, env)
 
 
 async def test_setup_dry_run_prints_the_calls_with_secrets_masked(infrai_env, fake_infrai):

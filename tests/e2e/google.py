@@ -20,6 +20,7 @@ from tests.e2e.processes import (
     serve,
     service_env,
     wait_healthy,
+    wait_until,
 )
 from tests.support.google_emulators import EMULATOR_LOCATION, EMULATOR_PROJECT
 
@@ -55,6 +56,14 @@ class Deployment:
             answer = await client.post("/cron/sweep", headers=CRON)
         assert answer.status_code == 200, answer.text
         return answer.json()
+
+    async def wait_sent(self, ledger, count: int, *, timeout: float = 60) -> None:
+        """Until the ledger holds ``count`` sent rows (fails with the service's output)."""
+
+        async def sent() -> bool:
+            return await ledger.sent() == count
+
+        await wait_until(sent, timeout=timeout, what=f"{count} sends", processes=(self.server,))
 
     async def outcomes(self) -> dict[str, float]:
         """The service's delivery counters by outcome, for this deployment's queue."""

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.e2e.google import google_env, start_deployment
-from tests.e2e.processes import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -25,10 +24,7 @@ async def test_a_task_is_delivered_no_earlier_than_its_schedule_time(deployment,
     await deployment.register("r-ct-1", due, endpoint.url)
     assert (await deployment.sweep())["enqueued"] == 1
 
-    async def sent() -> bool:
-        return await ledger.sent() == 1
-
-    await wait_until(sent, timeout=30, what="the send", processes=(deployment.server,))
+    await deployment.wait_sent(ledger, 1, timeout=30)
     [row] = await ledger.rows()
     sent_at = row["sent_at"]
     sent_at = sent_at if sent_at.tzinfo else sent_at.replace(tzinfo=UTC)  # SQLite: naive UTC
@@ -43,10 +39,7 @@ async def test_a_503_is_retried_by_the_queue(deployment, endpoint, ledger):
     await deployment.register("r-ct-2", datetime.now(UTC), endpoint.url)
     await deployment.sweep()
 
-    async def sent() -> bool:
-        return await ledger.sent() == 1
-
-    await wait_until(sent, timeout=60, what="the retried send", processes=(deployment.server,))
+    await deployment.wait_sent(ledger, 1, timeout=60)
     [row] = await ledger.rows()
     assert (row["state"], row["attempt_count"]) == ("sent", 2)
     assert len(endpoint.requests) == 2 and sum(endpoint.accepted.values()) == 1

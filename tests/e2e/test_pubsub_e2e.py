@@ -31,10 +31,7 @@ async def test_first_delivery_is_sent_and_a_republished_duplicate_is_not(
     await deployment.register("r-ps-1", datetime.now(UTC), endpoint.url)
     assert (await deployment.sweep())["enqueued"] == 1
 
-    async def sent() -> bool:
-        return await ledger.sent() == 1
-
-    await wait_until(sent, timeout=30, what="the send", processes=(deployment.server,))
+    await deployment.wait_sent(ledger, 1, timeout=30)
     http = SharedHttp()
     publisher = PubSubPublisher(
         PubSubApi(EMULATOR_PROJECT, http, emulator_host=pubsub_emulator_host)
@@ -59,10 +56,7 @@ async def test_a_transient_failure_is_retried_by_pubsub_redelivery(deployment, e
     await deployment.register("r-ps-2", datetime.now(UTC), endpoint.url)
     await deployment.sweep()
 
-    async def sent() -> bool:
-        return await ledger.sent() == 1
-
-    await wait_until(sent, timeout=60, what="the retried send", processes=(deployment.server,))
+    await deployment.wait_sent(ledger, 1, timeout=60)
     [row] = await ledger.rows()
     assert (row["state"], row["attempt_count"]) == ("sent", 2)
     assert len(endpoint.requests) == 2 and sum(endpoint.accepted.values()) == 1
