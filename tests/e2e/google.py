@@ -34,8 +34,14 @@ class Deployment:
     env: dict[str, str]
     server: Process
 
-    async def register(self, reminder_id: str, due: datetime, webhook_url: str) -> None:
-        """A customer with a webhook and one webhook reminder due at ``due``."""
+    async def register(
+        self,
+        reminder_id: str,
+        due: datetime,
+        webhook_url: str,
+        channels: tuple[str, ...] = ("webhook",),
+    ) -> None:
+        """A customer with a webhook and one reminder due at ``due`` on ``channels``."""
         async with httpx.AsyncClient(base_url=self.base_url, headers=API, timeout=30) as client:
             customer = f"cust-{reminder_id}"
             answer = await client.put(
@@ -46,7 +52,7 @@ class Deployment:
             answer = await client.put(
                 f"/v1/reminders/{reminder_id}",
                 json={"customer_id": customer, "kind": "renewal", "due_at": due.isoformat(),
-                      "channels": ["webhook"]},
+                      "channels": list(channels)},
             )  # fmt: skip
             assert answer.status_code == 201, answer.text
 
