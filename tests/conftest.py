@@ -209,7 +209,7 @@ async def container(
         built.receiver, providers={"email": provider, "webhook": provider}
     )
     yield built
-    await built.engine.dispose()
+    await built.aclose()  # the engine, the shared HTTP pool (OIDC key fetches), the publisher
 
 
 @pytest.fixture
