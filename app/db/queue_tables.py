@@ -9,6 +9,7 @@ from sqlalchemy import JSON, Index, Integer, String, Table, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .tables import Base
+from .types import BigId
 
 
 class QueueMessage(Base):
@@ -17,7 +18,7 @@ class QueueMessage(Base):
     __tablename__ = "queue_messages"
     __table_args__ = (Index("ix_queue_messages_state_visible_at", "state", "visible_at"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     queue: Mapped[str] = mapped_column(String(200))
     message_id: Mapped[str] = mapped_column(String(64), unique=True)
     payload: Mapped[Any] = mapped_column(JSON)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from app.domain.states import ReminderState, SendState
 
-from .types import UTCDateTime
+from .types import BigId, UTCDateTime
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -95,7 +95,7 @@ class SendRecord(Base):
         Index("ix_send_records_updated_at", "updated_at"),  # 0004: outcome windows
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     reminder_id: Mapped[str] = mapped_column(ForeignKey("reminders.id"))
     channel: Mapped[str] = mapped_column(String(32))
     provider: Mapped[str] = mapped_column(String(64))
@@ -131,8 +131,10 @@ class DeadLetter(Base):
         UniqueConstraint("queue", "message_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    send_record_id: Mapped[int | None] = mapped_column(ForeignKey("send_records.id"), index=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    send_record_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("send_records.id"), index=True
+    )
     queue: Mapped[str] = mapped_column(String(200))
     message_id: Mapped[str | None] = mapped_column(String(255))
     reminder_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect
+from sqlalchemy import BigInteger, DateTime, Dialect, Integer
 from sqlalchemy.types import TypeDecorator
 
 
@@ -34,3 +34,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+
+# Row ids of tables that gain a row per delivery: 64-bit. SQLite's INTEGER is already 64-bit,
+# and only a column declared exactly INTEGER PRIMARY KEY is its auto-incrementing rowid.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
