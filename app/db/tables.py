@@ -62,7 +62,10 @@ class Reminder(Base):
     """One intended reminder: the schedule of record."""
 
     __tablename__ = "reminders"
-    __table_args__ = (Index("ix_reminders_state_due_at", "state", "due_at"),)
+    __table_args__ = (
+        Index("ix_reminders_state_due_at", "state", "due_at"),
+        Index("ix_reminders_state_updated_at", "state", "updated_at"),  # 0008: retention
+    )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
     customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"), index=True)

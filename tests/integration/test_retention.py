@@ -1,0 +1,202 @@
+"""Retention: what is purged and what is kept, at the edges of the retention period."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.engine import create_engine
+from app.db.tables import customers, dead_letters, reminders, send_records
+from app.services.retention import RetentionPolicy, preview_purge, purge
+from tests.support.clock import FakeClock
+
+T0 = FakeClock().now
+POLICY = RetentionPolicy(days=90, batch_size=2)
+EDGE = T0 + timedelta(days=90)  # cutoff == T0: rows changed at T0 are kept until after EDGE
+TICK = timedelta(microseconds=1)
+
+
+@pytest.fixture
+async def engine(clean_database_url: str):
+    built = create_engine(clean_database_url)
+    yield built
+    await built.dispose()
+
+
+async def _reminder(
+    engine: AsyncEngine, rid: str, state: str, *, at: datetime, sends: tuple[str, ...] = ()
+) -> list[int]:
+    """A reminder last changed at ``at`` with one send record per given send state."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(reminders).values(
+                id=rid,
+                customer_id="c1",
+                kind="renewal",
+                due_at=at,
+                channels=["email"],
+                data={},
+                state=state,
+                schedule_version=1,
+                created_at=at,
+                updated_at=at,
+            )
+        )
+        ids = []
+        for n, send_state in enumerate(sends):
+            row = await conn.execute(
+                insert(send_records)
+                .values(
+                    reminder_id=rid,
+                    channel="email",
+                    provider=f"p{n}",
+                    state=send_state,
+                    lease_until=at + timedelta(minutes=5) if send_state == "sending" else None,
+                    idempotency_key=f"{rid}:{n}",
+                    created_at=at,
+                    updated_at=at,
+                )
+                .returning(send_records.c.id)
+            )
+            ids.append(row.scalar_one())
+        return ids
+
+
+async def _dead_letter(
+    engine: AsyncEngine,
+    *,
+    redriven_at: datetime | None,
+    send_id: int | None = None,
+    reminder_id: str | None = None,
+) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(dead_letters).values(
+                send_record_id=send_id,
+                reminder_id=reminder_id,
+                queue="reminders",
+                reason="attempts_exhausted" if send_id else "unknown_reminder",
+                redriven_at=redriven_at,
+                created_at=T0 - timedelta(days=1),
+            )
+        )
+
+
+async def _ids(engine: AsyncEngine, table: Any) -> set[Any]:
+    async with engine.connect() as conn:
+        return set((await conn.execute(select(table.c.id))).scalars())
+
+
+async def _seed(engine: AsyncEngine) -> dict[str, list[int]]:
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(customers).values(
+                id="c1",
+                email="c1@example.com",
+                time_zone="UTC",
+                opted_out_channels=[],
+                created_at=T0,
+                updated_at=T0,
+            )
+        )
+    sends = {
+        "done:old": await _reminder(engine, "done:old", "done", at=T0 - TICK, sends=("sent",)),
+        "done:edge": await _reminder(engine, "done:edge", "done", at=T0, sends=("sent", "dead")),
+        "cancelled:old": await _reminder(engine, "cancelled:old", "cancelled", at=T0 - TICK),
+        "cancelled:edge": await _reminder(engine, "cancelled:edge", "cancelled", at=T0),
+        "cancelled:sending": await _reminder(
+            engine, "cancelled:sending", "cancelled", at=T0 - TICK, sends=("sending",)
+        ),
+        "cancelled:retrying": await _reminder(
+            engine, "cancelled:retrying", "cancelled", at=T0 - TICK, sends=("pending", "sent")
+        ),
+        "done:open-dead-letter": await _reminder(
+            engine, "done:open-dead-letter", "done", at=T0 - TICK, sends=("dead",)
+        ),
+        "done:redriven": await _reminder(
+            engine, "done:redriven", "done", at=T0 - TICK, sends=("sent",)
+        ),
+        "enqueued:old": await _reminder(engine, "enqueued:old", "enqueued", at=T0 - TICK),
+        "scheduled:old": await _reminder(engine, "scheduled:old", "scheduled", at=T0 - TICK),
+    }
+    await _dead_letter(engine, redriven_at=None, send_id=sends["done:open-dead-letter"][0])
+    await _dead_letter(engine, redriven_at=T0 - TICK, send_id=sends["done:redriven"][0])
+    await _dead_letter(engine, redriven_at=T0, send_id=sends["done:edge"][1])
+    await _dead_letter(engine, redriven_at=T0 - TICK, reminder_id="gone")
+    await _dead_letter(engine, redriven_at=T0, reminder_id="gone")
+    await _dead_letter(engine, redriven_at=None, reminder_id="gone")
+    return sends
+
+
+KEPT_AT_EDGE = {
+    "done:edge",
+    "cancelled:edge",
+    "cancelled:sending",
+    "cancelled:retrying",
+    "done:open-dead-letter",
+    "enqueued:old",
+    "scheduled:old",
+}
+
+
+async def test_purge_deletes_only_finished_rows_older_than_the_period(engine):
+    """Done/cancelled reminders changed strictly before the cutoff go with their sends and
+    redriven dead letters; a reminder with a send in flight, waiting for a retry or with an
+    open dead letter stays, as do unfinished reminders and anything changed at the cutoff."""
+    sends = await _seed(engine)
+    report = await purge(engine, now=EDGE, policy=POLICY)
+
+    assert await _ids(engine, reminders) == KEPT_AT_EDGE
+    assert report.counts == {"reminders": 3, "send_records": 2, "dead_letters": 2}
+    assert report.complete and report.cutoff == T0
+    kept_sends = await _ids(engine, send_records)
+    assert set(sends["done:old"] + sends["done:redriven"]).isdisjoint(kept_sends)
+    assert set(sends["cancelled:retrying"]) <= kept_sends  # the pending one keeps its siblings
+    async with engine.connect() as conn:
+        left = (await conn.execute(select(dead_letters.c.redriven_at))).scalars().all()
+    assert sorted(left, key=lambda at: (at is not None, at or T0)) == [None, None, T0, T0]
+
+
+async def test_one_microsecond_later_the_edge_rows_go_too(engine):
+    """A row changed exactly at the cutoff is kept; a tick later it is purged."""
+    await _seed(engine)
+    await purge(engine, now=EDGE, policy=POLICY)
+    report = await purge(engine, now=EDGE + TICK, policy=POLICY)
+
+    assert report.counts == {"reminders": 2, "send_records": 2, "dead_letters": 2}
+    assert await _ids(engine, reminders) == KEPT_AT_EDGE - {"done:edge", "cancelled:edge"}
+    assert len(await _ids(engine, dead_letters)) == 2  # the two open ones
+
+
+async def test_dry_run_counts_what_a_purge_deletes_and_deletes_nothing(engine):
+    """The preview's counts equal the purge's, and the preview leaves every row in place."""
+    await _seed(engine)
+    before = await _ids(engine, reminders)
+    preview = await preview_purge(engine, now=EDGE + TICK, policy=POLICY)
+    assert await _ids(engine, reminders) == before
+    report = await purge(engine, now=EDGE + TICK, policy=POLICY)
+    assert preview.dry_run and preview.counts == report.counts
+
+
+async def test_purge_stops_when_the_time_budget_is_spent_and_resumes_later(engine):
+    """Out of time after one batch: a partial report; the next purge finishes the job."""
+    await _seed(engine)
+    checks = iter([False])
+    first = await purge(
+        engine, now=EDGE + TICK, policy=POLICY, out_of_time=lambda: next(checks, True)
+    )
+    assert not first.complete and first.counts["reminders"] == POLICY.batch_size
+    second = await purge(engine, now=EDGE + TICK, policy=POLICY)
+    assert second.complete
+    assert first.counts["reminders"] + second.counts["reminders"] == 5
+
+
+async def test_nothing_is_purged_before_the_period(engine):
+    """With the clock inside the retention period nothing is old enough."""
+    await _seed(engine)
+    report = await purge(engine, now=T0 + timedelta(days=89), policy=POLICY)
+    assert report.counts == {"reminders": 0, "send_records": 0, "dead_letters": 0}
