@@ -12,7 +12,7 @@ from app.observability import configure_logging
 from app.services.background import BackgroundWork, runs_in_serve, start_background
 from app.settings import Settings
 
-from .api import cron, health, push, reminders, schedules, unsubscribe
+from .api import batch, cron, health, push, reminders, schedules, unsubscribe
 from .api.errors import install_error_handlers
 from .api.operations import install_operations
 
@@ -60,7 +60,7 @@ def create_app(
 
     app = FastAPI(title="reminder-relay", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    for module in (push, cron, reminders, schedules, health, unsubscribe):
+    for module in (push, cron, batch, reminders, schedules, health, unsubscribe):
         app.include_router(module.router)
     install_operations(app)
     return app

@@ -33,7 +33,8 @@ def error_response(error: errors.ReminderRelayError) -> JSONResponse:
     return JSONResponse({"error": "internal", "message": "internal error"}, status_code=500)
 
 
-def _field_name(location: tuple[Any, ...]) -> str:
+def field_name(location: tuple[Any, ...]) -> str:
+    """A validation error's location as the ``field`` of an error body (``data.x``)."""
     parts = [str(part) for part in location if part not in ("body", "path", "query")]
     return ".".join(parts) or "body"
 
@@ -46,8 +47,7 @@ async def _on_our_error(_request: Request, error: Exception) -> JSONResponse:
 async def _on_validation_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
     fields = [
-        {"field": _field_name(tuple(item["loc"])), "message": item["msg"]}
-        for item in error.errors()
+        {"field": field_name(tuple(item["loc"])), "message": item["msg"]} for item in error.errors()
     ]
     message = "; ".join(f"{item['field']}: {item['message']}" for item in fields)
     return JSONResponse(

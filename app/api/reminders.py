@@ -19,10 +19,9 @@ from pydantic import (
     field_validator,
 )
 
+from app.adapters.rendering import Renderer
 from app.domain.errors import InvalidInput
-from app.services import customers
 from app.services import reminders as service
-from app.services.customers import CustomerChange
 
 from .deps import ConnectionDep, ContainerDep, require_api_token
 
@@ -87,6 +86,24 @@ class ReminderIn(BaseModel):
     data: SmallData = Field(default_factory=dict)
 
 
+def customer_fields(body: CustomerIn) -> dict[str, Any]:
+    """A validated customer body as the registration service takes it."""
+    fields = body.model_dump()
+    fields["email"] = str(body.email) if body.email else None
+    fields["webhook_url"] = str(body.webhook_url) if body.webhook_url else None
+    return fields
+
+
+def reminder_values(body: ReminderIn, renderer: Renderer) -> dict[str, Any]:
+    """A validated reminder body as the registration service takes it, after the checks
+    that need more than the body's own fields."""
+    if "email" in body.channels and not renderer.knows_kind(body.kind):
+        raise InvalidInput("kind", f"no email template for kind {body.kind!r}")
+    if body.expires_at is not None and body.expires_at <= body.due_at:
+        raise InvalidInput("expires_at", "must be after due_at")
+    return body.model_dump()
+
+
 def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
     out = jsonable_encoder(customer)
     out["unsubscribed"] = customer["unsubscribed_at"] is not None
@@ -98,8 +115,9 @@ async def put_customer(
     customer_id: ResourceId, body: CustomerIn, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
     """Create or replace a customer."""
-    change = CustomerChange(**body.model_dump(mode="json"))
-    customer = await customers.put_customer(conn, customer_id, change, now=container.clock())
+    customer = await service.put_customer(
+        conn, customer_id, customer_fields(body), now=container.clock()
+    )
     return _customer_out(customer)
 
 
@@ -118,10 +136,7 @@ async def put_reminder(
     container: ContainerDep,
 ) -> dict[str, Any]:
     """Idempotent upsert of a reminder (201 when created, 200 otherwise)."""
-    service.require_templates(container.renderer.knows_kind, body.kind, body.channels)
-    if body.expires_at is not None and body.expires_at <= body.due_at:
-        raise InvalidInput("expires_at", "must be after due_at")
-    values = body.model_dump()
+    values = reminder_values(body, container.renderer)
     result = await service.put_reminder(conn, reminder_id, values, now=container.clock())
     response.status_code = 201 if result.created else 200
     return jsonable_encoder(await service.get_reminder(conn, reminder_id))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,18 +22,43 @@ async def get_customer(
     return dict(row._mapping) if row else None
 
 
-async def upsert_customer(
-    conn: AsyncConnection, customer_id: str, values: dict[str, Any], *, now: datetime
+async def lock_customers(
+    conn: AsyncConnection, customer_ids: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    """The existing customers among ``customer_ids`` by id, row-locked (PostgreSQL) in id
+    order until the transaction ends, so concurrent batches never deadlock on each other."""
+    if not customer_ids:
+        return {}
+    stmt = (
+        select(customers)
+        .where(customers.c.id.in_(list(customer_ids)))
+        .order_by(customers.c.id)
+        .with_for_update()
+    )
+    return {row.id: dict(row._mapping) for row in await conn.execute(stmt)}
+
+
+async def existing_ids(conn: AsyncConnection, customer_ids: Collection[str]) -> set[str]:
+    """Which of ``customer_ids`` exist."""
+    if not customer_ids:
+        return set()
+    stmt = select(customers.c.id).where(customers.c.id.in_(list(customer_ids)))
+    return set((await conn.execute(stmt)).scalars())
+
+
+async def upsert_customers(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now: datetime
 ) -> None:
-    """Create the customer or overwrite its fields (created_at is kept)."""
-    stmt = insert_for(conn, customers).values(
-        id=customer_id, created_at=now, updated_at=now, **values
+    """Create each customer or overwrite its fields (created_at is kept); one statement."""
+    if not rows:
+        return
+    stmt = insert_for(conn, customers)
+    columns = [name for name in rows[0] if name != "id"]
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[customers.c.id],
+        set_={**{name: stmt.excluded[name] for name in columns}, "updated_at": now},
     )
-    await conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=[customers.c.id], set_={**values, "updated_at": now}
-        )
-    )
+    await conn.execute(stmt, [{**row, "created_at": now, "updated_at": now} for row in rows])
 
 
 async def disable_webhook(conn: AsyncConnection, customer_id: str, *, now: datetime) -> None:

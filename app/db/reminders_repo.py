@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,11 +20,20 @@ from .types import UTCDateTime
 r = reminders
 
 
+async def lock_reminders(
+    conn: AsyncConnection, reminder_ids: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    """The existing reminders among ``reminder_ids`` by id, row-locked (PostgreSQL) in id
+    order until the transaction ends, so concurrent batches never deadlock on each other."""
+    if not reminder_ids:
+        return {}
+    stmt = select(r).where(r.c.id.in_(list(reminder_ids))).order_by(r.c.id).with_for_update()
+    return {row.id: dict(row._mapping) for row in await conn.execute(stmt)}
+
+
 async def lock_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any] | None:
     """Read a reminder, holding its row lock until the transaction ends (PostgreSQL)."""
-    stmt = select(r).where(r.c.id == reminder_id).with_for_update()
-    row = (await conn.execute(stmt)).first()
-    return dict(row._mapping) if row else None
+    return (await lock_reminders(conn, [reminder_id])).get(reminder_id)
 
 
 async def get_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any] | None:
@@ -32,20 +42,47 @@ async def get_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any
     return dict(row._mapping) if row else None
 
 
-async def insert_reminder(
-    conn: AsyncConnection, reminder_id: str, values: dict[str, Any], *, now: datetime
-) -> bool:
-    """Insert a new reminder; False when another request created it first."""
-    stmt = insert_for(conn, r).values(
-        id=reminder_id,
-        state=ReminderState.SCHEDULED.value,
-        schedule_version=1,
-        created_at=now,
-        updated_at=now,
-        **values,
-    )
-    result = await conn.execute(stmt.on_conflict_do_nothing(index_elements=[r.c.id]))
-    return result.rowcount == 1
+async def insert_reminders(
+    conn: AsyncConnection, items: Sequence[tuple[str, dict[str, Any]]], *, now: datetime
+) -> set[str]:
+    """Insert new reminders in one statement; returns the ids inserted (an id another
+    request created first is skipped, not overwritten)."""
+    if not items:
+        return set()
+    rows = [
+        {
+            "id": reminder_id,
+            "state": ReminderState.SCHEDULED.value,
+            "schedule_version": 1,
+            "created_at": now,
+            "updated_at": now,
+            **values,
+        }
+        for reminder_id, values in items
+    ]
+    stmt = insert_for(conn, r).on_conflict_do_nothing(index_elements=[r.c.id]).returning(r.c.id)
+    return set((await conn.execute(stmt, rows)).scalars())
+
+
+async def update_reminders(
+    conn: AsyncConnection, changes: Mapping[str, Mapping[str, Any]], *, now: datetime
+) -> None:
+    """Overwrite fields of reminders: ``{reminder_id: {column: value}}``, one statement per
+    distinct set of changed columns."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for reminder_id, values in changes.items():
+        renamed = {f"new_{name}": value for name, value in values.items()}
+        groups[tuple(sorted(values))].append({"target_id": reminder_id, **renamed, "now": now})
+    for columns, rows in groups.items():
+        stmt = (
+            update(r)
+            .where(r.c.id == bindparam("target_id"))
+            .values(
+                updated_at=bindparam("now", type_=UTCDateTime()),
+                **{name: bindparam(f"new_{name}", type_=r.c[name].type) for name in columns},
+            )
+        )
+        await conn.execute(stmt, rows)
 
 
 async def update_reminder(

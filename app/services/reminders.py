@@ -13,10 +13,8 @@ from app.db import customers_repo, reminders_repo
 from app.db.ledger import repo as ledger_repo
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.states import ReminderState
-
-# A change to any of these means a new delivery plan: the version bumps so queued
-# messages of the old plan are dropped as stale, and the sweep publishes again.
-_PLAN_FIELDS = ("due_at", "channels")
+from app.services import registration
+from app.services.registration import ItemResult, ItemStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,36 +33,37 @@ def require_templates(
         raise InvalidInput("kind", f"no email template for kind {kind!r}")
 
 
+def _raise_refusal(result: ItemResult) -> None:
+    """A single PUT answers an item's refusal as the error it is."""
+    if result.failure is not None:
+        raise result.failure
+
+
+async def put_customer(
+    conn: AsyncConnection, customer_id: str, fields: dict[str, Any], *, now: datetime
+) -> dict[str, Any]:
+    """Create or replace a customer's contact details and preferences (a batch of one)."""
+    [result] = await registration.put_customers(conn, [(customer_id, fields)], now=now)
+    _raise_refusal(result)
+    return await get_customer(conn, customer_id)
+
+
+async def get_customer(conn: AsyncConnection, customer_id: str) -> dict[str, Any]:
+    """A customer, or NotFound."""
+    customer = await customers_repo.get_customer(conn, customer_id)
+    if customer is None:
+        raise NotFound(f"no customer {customer_id!r}")
+    return customer
+
+
 async def put_reminder(
     conn: AsyncConnection, reminder_id: str, values: dict[str, Any], *, now: datetime
 ) -> UpsertResult:
-    """Idempotent upsert: same body, same result; a new plan bumps ``schedule_version``."""
-    if await customers_repo.get_customer(conn, values["customer_id"]) is None:
-        raise InvalidInput("customer_id", f"no customer {values['customer_id']!r}")
-    current = await reminders_repo.lock_reminder(conn, reminder_id)
-    if current is None:
-        if await reminders_repo.insert_reminder(conn, reminder_id, values, now=now):
-            return UpsertResult(await _reload(conn, reminder_id), created=True)
-        current = await reminders_repo.lock_reminder(conn, reminder_id)  # lost a create race
-        assert current is not None
-    changes = {name: value for name, value in values.items() if current[name] != value}
-    revive = current["state"] == ReminderState.CANCELLED
-    if not changes and not revive:
-        return UpsertResult(current, created=False)
-    if current["state"] == ReminderState.DONE:
-        raise Conflict(f"reminder {reminder_id!r} is already done; register a new id instead")
-    if revive or any(name in changes for name in _PLAN_FIELDS):
-        changes |= {
-            "state": ReminderState.SCHEDULED.value,
-            "schedule_version": current["schedule_version"] + 1,
-            "sweep_claimed_until": None,
-            "enqueued_at": None,
-            "enqueued_message_ids": None,
-            "cancelled_at": None,
-        }
-        await ledger_repo.reset_open_sends(conn, reminder_id, now=now)
-    await reminders_repo.update_reminder(conn, reminder_id, changes, now=now)
-    return UpsertResult(await _reload(conn, reminder_id), created=False)
+    """Idempotent upsert (a batch of one): same body, same result; a new plan bumps
+    ``schedule_version``."""
+    [result] = await registration.put_reminders(conn, [(reminder_id, values)], now=now)
+    _raise_refusal(result)
+    return UpsertResult(await _reload(conn, reminder_id), result.status is ItemStatus.CREATED)
 
 
 async def cancel_reminder(

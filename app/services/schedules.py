@@ -297,7 +297,7 @@ async def materialize_one(
         conn, [row for row in rows if row["id"] in revived], now=now
     )
     for reminder_id in sorted(revived):
-        await ledger_repo.reset_open_sends(conn, reminder_id, now=now)
+        await ledger_repo.reset_open_sends(conn, [reminder_id], now=now)
     fresh = [row for row in rows if row["id"] not in revived]
     created = await schedules_repo.insert_occurrences(conn, fresh, now=now)
     await schedules_repo.set_materialized(

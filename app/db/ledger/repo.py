@@ -6,7 +6,7 @@ transaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -235,12 +235,16 @@ async def finalize_and_settle(
     return won
 
 
-async def reset_open_sends(conn: AsyncConnection, reminder_id: str, *, now: datetime) -> None:
+async def reset_open_sends(
+    conn: AsyncConnection, reminder_ids: Sequence[str], *, now: datetime
+) -> None:
     """After a reschedule or revival: unsent rows become claimable with a fresh budget."""
+    if not reminder_ids:
+        return
     await conn.execute(
         update(sr)
         .where(
-            sr.c.reminder_id == reminder_id,
+            sr.c.reminder_id.in_(list(reminder_ids)),
             sr.c.state.in_(
                 [SendState.PENDING.value, SendState.TERMINAL_FAILURE.value, SendState.DEAD.value]
             ),

@@ -1,0 +1,191 @@
+"""Bulk registration: ``POST /v1/customers:batch`` and ``POST /v1/reminders:batch``.
+
+Up to 1,000 items per call, each ``{"id": ..., <the PUT body>}`` and each handled exactly as
+its own PUT would be, with one result per item: ``created``, ``updated``, ``unchanged`` or
+``error`` (with the error code and field errors the PUT would answer). One bad item never
+fails the others. The caller is authenticated before a byte of the body is read, and the
+body is capped (413) before it is parsed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.domain.errors import InvalidInput, ReminderRelayError
+from app.services import registration
+from app.services.registration import FieldError, ItemResult
+
+from .deps import ContainerDep, read_capped, require_api_token
+from .errors import field_name
+from .reminders import (
+    ID_PATTERN,
+    CustomerIn,
+    ReminderIn,
+    customer_fields,
+    reminder_values,
+)
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
+
+MAX_BATCH_ITEMS = 1000
+# 1,000 items of a few hundred bytes each fit many times over; a batch whose items carry
+# large ``data`` must be split into smaller batches.
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+ItemId = Annotated[str, Field(pattern=ID_PATTERN, max_length=200)]
+
+
+class CustomerItem(CustomerIn):
+    """One item of a customers batch: the customer's id and its PUT body."""
+
+    id: ItemId
+
+
+class ReminderItem(ReminderIn):
+    """One item of a reminders batch: the reminder's id and its PUT body."""
+
+    id: ItemId
+
+
+class CustomerBatch(BaseModel):
+    """The body of ``POST /v1/customers:batch``."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[CustomerItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
+
+
+class ReminderBatch(BaseModel):
+    """The body of ``POST /v1/reminders:batch``."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[ReminderItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
+
+
+class BatchResult(BaseModel):
+    """One item's outcome."""
+
+    id: str
+    status: registration.ItemStatus
+    error: str | None = None
+    fields: list[dict[str, str]] | None = None
+
+
+class BatchAnswer(BaseModel):
+    """One result per item, in the order sent, and how many of each status."""
+
+    results: list[BatchResult]
+    counts: dict[str, int]
+
+
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """The schema with its ``$defs`` references replaced by the definitions themselves."""
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _inline_refs(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        return {key: _inline_refs(value, defs) for key, value in node.items() if key != "$defs"}
+    if isinstance(node, list):
+        return [_inline_refs(value, defs) for value in node]
+    return node
+
+
+def _documented_body(model: type[BaseModel]) -> dict[str, Any]:
+    # The route reads the body itself (after authentication), so FastAPI cannot infer it.
+    schema = model.model_json_schema()
+    content = {"application/json": {"schema": _inline_refs(schema, schema.get("$defs", {}))}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+async def _read_items(request: Request) -> list[Any]:
+    raw = await read_capped(request, MAX_BATCH_BYTES)
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise InvalidInput("body", "not valid JSON") from None
+    items = body.get("items") if isinstance(body, dict) else None
+    if not isinstance(items, list) or not items:
+        raise InvalidInput("items", "give a non-empty list of items")
+    if len(items) > MAX_BATCH_ITEMS:
+        raise InvalidInput("items", f"at most {MAX_BATCH_ITEMS} items per batch")
+    return items
+
+
+def validate_items(
+    raw_items: Sequence[Any], model: type[BaseModel], prepare: Callable[[Any], dict[str, Any]]
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[int, ItemResult]]:
+    """Valid items as (id, values), and a result for each invalid one by its position."""
+    valid, invalid = [], {}
+    for index, raw in enumerate(raw_items):
+        item_id = str(raw.get("id", "")) if isinstance(raw, dict) else ""
+        try:
+            item = model.model_validate(raw)
+            values = prepare(item)
+        except ValidationError as failure:
+            problems = [
+                FieldError(field_name(tuple(error["loc"])), error["msg"])
+                for error in failure.errors()
+            ]
+            invalid[index] = ItemResult.invalid(item_id, problems)
+            continue
+        except ReminderRelayError as failure:
+            invalid[index] = ItemResult.refused(item_id, failure)
+            continue
+        valid.append((item_id, values))
+    return valid, invalid
+
+
+def _answer(
+    raw_items: Sequence[Any], invalid: dict[int, ItemResult], done: list[ItemResult]
+) -> dict[str, Any]:
+    stored = iter(done)
+    results = [invalid.get(index) or next(stored) for index in range(len(raw_items))]
+    counts = Counter(result.status.value for result in results)
+    return {
+        "results": [result.to_json() for result in results],
+        "counts": {status.value: counts[status.value] for status in registration.ItemStatus},
+    }
+
+
+def _without_id(values: dict[str, Any]) -> dict[str, Any]:
+    values.pop("id", None)
+    return values
+
+
+@router.post(
+    "/customers:batch",
+    response_class=JSONResponse,
+    responses={200: {"model": BatchAnswer}},
+    openapi_extra=_documented_body(CustomerBatch),
+)
+async def put_customers_batch(request: Request, container: ContainerDep) -> JSONResponse:
+    """Create or replace up to 1,000 customers, each as its own PUT would."""
+    raw_items = await _read_items(request)
+    valid, invalid = validate_items(
+        raw_items, CustomerItem, lambda item: _without_id(customer_fields(item))
+    )
+    async with container.engine.begin() as conn:
+        done = await registration.put_customers(conn, valid, now=container.clock())
+    return JSONResponse(_answer(raw_items, invalid, done))
+
+
+@router.post(
+    "/reminders:batch",
+    response_class=JSONResponse,
+    responses={200: {"model": BatchAnswer}},
+    openapi_extra=_documented_body(ReminderBatch),
+)
+async def put_reminders_batch(request: Request, container: ContainerDep) -> JSONResponse:
+    """Create or update up to 1,000 reminders, each as its own PUT would."""
+    raw_items = await _read_items(request)
+    renderer = container.renderer
+    valid, invalid = validate_items(
+        raw_items, ReminderItem, lambda item: _without_id(reminder_values(item, renderer))
+    )
+    async with container.engine.begin() as conn:
+        done = await registration.put_reminders(conn, valid, now=container.clock())
+    return JSONResponse(_answer(raw_items, invalid, done))
