@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import orjson
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.encoders import jsonable_encoder
 from pydantic import (
@@ -19,7 +20,6 @@ from pydantic import (
     field_validator,
 )
 
-from app.adapters.rendering import Renderer
 from app.domain.errors import InvalidInput
 from app.services import reminders as service
 
@@ -38,7 +38,7 @@ def _unique(channels: list[str]) -> list[str]:
 
 
 def _small(data: dict[str, Any]) -> dict[str, Any]:
-    if len(json.dumps(data, default=str)) > MAX_DATA_BYTES:
+    if len(orjson.dumps(data, default=str)) > MAX_DATA_BYTES:
         raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
     return data
 
@@ -94,10 +94,10 @@ def customer_fields(body: CustomerIn) -> dict[str, Any]:
     return fields
 
 
-def reminder_values(body: ReminderIn, renderer: Renderer) -> dict[str, Any]:
+def reminder_values(body: ReminderIn, knows_kind: Callable[[str], bool]) -> dict[str, Any]:
     """A validated reminder body as the registration service takes it, after the checks
-    that need more than the body's own fields."""
-    if "email" in body.channels and not renderer.knows_kind(body.kind):
+    that need more than the body's own fields (``knows_kind``: the renderer's)."""
+    if "email" in body.channels and not knows_kind(body.kind):
         raise InvalidInput("kind", f"no email template for kind {body.kind!r}")
     if body.expires_at is not None and body.expires_at <= body.due_at:
         raise InvalidInput("expires_at", "must be after due_at")
@@ -136,7 +136,7 @@ async def put_reminder(
     container: ContainerDep,
 ) -> dict[str, Any]:
     """Idempotent upsert of a reminder (201 when created, 200 otherwise)."""
-    values = reminder_values(body, container.renderer)
+    values = reminder_values(body, container.renderer.knows_kind)
     result = await service.put_reminder(conn, reminder_id, values, now=container.clock())
     response.status_code = 201 if result.created else 200
     return jsonable_encoder(await service.get_reminder(conn, reminder_id))

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .dialects import insert_for
+from .dialects import among, insert_for
 from .tables import customers
 
 
@@ -31,18 +31,18 @@ async def lock_customers(
         return {}
     stmt = (
         select(customers)
-        .where(customers.c.id.in_(list(customer_ids)))
+        .where(among(conn, customers.c.id, customer_ids))
         .order_by(customers.c.id)
         .with_for_update()
     )
-    return {row.id: dict(row._mapping) for row in await conn.execute(stmt)}
+    return {row.id: row._asdict() for row in await conn.execute(stmt)}
 
 
 async def existing_ids(conn: AsyncConnection, customer_ids: Collection[str]) -> set[str]:
     """Which of ``customer_ids`` exist."""
     if not customer_ids:
         return set()
-    stmt = select(customers.c.id).where(customers.c.id.in_(list(customer_ids)))
+    stmt = select(customers.c.id).where(among(conn, customers.c.id, customer_ids))
     return set((await conn.execute(stmt)).scalars())
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Table
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import Column, ColumnElement, String, Table, any_, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -12,3 +15,11 @@ def insert_for(conn: AsyncConnection, table: Table) -> postgresql.Insert | sqlit
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+def among(conn: AsyncConnection, column: Column[Any], ids: Collection[str]) -> ColumnElement[bool]:
+    """``column IN ids``. On PostgreSQL as ``= ANY(array)``: one statement text (prepared and
+    cached once) whatever the number of ids, where IN renders a new text per count."""
+    if conn.dialect.name == "postgresql":
+        return column == any_(bindparam(None, list(ids), type_=postgresql.ARRAY(String)))
+    return column.in_(list(ids))

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, bindparam, func, or_, select, update
+import orjson
+from sqlalchemy import JSON, DateTime, Text, bindparam, func, or_, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.states import ReminderState
 
-from .dialects import insert_for
+from .dialects import among, insert_for
 from .tables import reminders
 from .types import UTCDateTime
 
@@ -27,8 +29,8 @@ async def lock_reminders(
     order until the transaction ends, so concurrent batches never deadlock on each other."""
     if not reminder_ids:
         return {}
-    stmt = select(r).where(r.c.id.in_(list(reminder_ids))).order_by(r.c.id).with_for_update()
-    return {row.id: dict(row._mapping) for row in await conn.execute(stmt)}
+    stmt = select(r).where(among(conn, r.c.id, reminder_ids)).order_by(r.c.id).with_for_update()
+    return {row.id: row._asdict() for row in await conn.execute(stmt)}
 
 
 async def lock_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any] | None:
@@ -49,6 +51,8 @@ async def insert_reminders(
     request created first is skipped, not overwritten)."""
     if not items:
         return set()
+    if conn.dialect.name == "postgresql":
+        return await _insert_reminders_unnest(conn, items, now=now)
     rows = [
         {
             "id": reminder_id,
@@ -62,6 +66,44 @@ async def insert_reminders(
     ]
     stmt = insert_for(conn, r).on_conflict_do_nothing(index_elements=[r.c.id]).returning(r.c.id)
     return set((await conn.execute(stmt, rows)).scalars())
+
+
+# PostgreSQL: the batch as one array per column, one statement text whatever its size, where
+# a multi-row VALUES list is rendered, bound and prepared per batch (measured ~3x the time).
+_INSERT_UNNEST = text(
+    f"""
+    INSERT INTO reminders (id, customer_id, kind, due_at, expires_at, channels, data,
+                           state, schedule_version, created_at, updated_at)
+    SELECT u.id, u.customer_id, u.kind, u.due_at, u.expires_at, u.channels::json, u.data::json,
+           '{ReminderState.SCHEDULED.value}', 1, :now, :now
+    FROM unnest(:ids, :customer_ids, :kinds, :due_ats, :expires_ats, :channels, :data)
+         AS u(id, customer_id, kind, due_at, expires_at, channels, data)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+    """
+).bindparams(
+    bindparam("now", type_=UTCDateTime()),
+    *(bindparam(name, type_=ARRAY(Text)) for name in ("ids", "customer_ids", "kinds")),
+    *(bindparam(name, type_=ARRAY(DateTime(timezone=True))) for name in ("due_ats", "expires_ats")),
+    *(bindparam(name, type_=ARRAY(Text)) for name in ("channels", "data")),
+)
+
+
+async def _insert_reminders_unnest(
+    conn: AsyncConnection, items: Sequence[tuple[str, dict[str, Any]]], *, now: datetime
+) -> set[str]:
+    values = [v for _, v in items]
+    params = {
+        "now": now,
+        "ids": [reminder_id for reminder_id, _ in items],
+        "customer_ids": [v["customer_id"] for v in values],
+        "kinds": [v["kind"] for v in values],
+        "due_ats": [v["due_at"] for v in values],
+        "expires_ats": [v.get("expires_at") for v in values],
+        "channels": [orjson.dumps(v["channels"]).decode() for v in values],
+        "data": [orjson.dumps(v.get("data", {})).decode() for v in values],
+    }
+    return set((await conn.execute(_INSERT_UNNEST, params)).scalars())
 
 
 async def update_reminders(
