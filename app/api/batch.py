@@ -140,6 +140,25 @@ def validate_items(
     return valid, invalid
 
 
+def item_validator(
+    knows_kind: Callable[[str], bool],
+) -> Callable[[str, Sequence[Any]], tuple[list[tuple[str, dict[str, Any]]], dict[int, ItemResult]]]:
+    """``validate(kind, raw items)`` for ``customer`` and ``reminder`` items, exactly as the
+    batch routes validate them (``reminders import`` reads its lines through it)."""
+    known = functools.cache(knows_kind)  # the template lookup once per kind
+
+    def validate(kind: str, raw_items: Sequence[Any]) -> tuple[list, dict[int, ItemResult]]:
+        if kind == "customer":
+            return validate_items(
+                raw_items, CustomerItem, lambda i: _without_id(customer_fields(i))
+            )
+        return validate_items(
+            raw_items, ReminderItem, lambda i: _without_id(reminder_values(i, known))
+        )
+
+    return validate
+
+
 def _answer(
     raw_items: Sequence[Any], invalid: dict[int, ItemResult], done: list[ItemResult]
 ) -> dict[str, Any]:
@@ -166,9 +185,7 @@ def _without_id(values: dict[str, Any]) -> dict[str, Any]:
 async def put_customers_batch(request: Request, container: ContainerDep) -> Response:
     """Create or replace up to 1,000 customers, each as its own PUT would."""
     raw_items = await _read_items(request)
-    valid, invalid = validate_items(
-        raw_items, CustomerItem, lambda item: _without_id(customer_fields(item))
-    )
+    valid, invalid = item_validator(container.renderer.knows_kind)("customer", raw_items)
     async with container.engine.begin() as conn:
         done = await registration.put_customers(conn, valid, now=container.clock())
     return Response(orjson.dumps(_answer(raw_items, invalid, done)), media_type="application/json")
@@ -183,10 +200,7 @@ async def put_customers_batch(request: Request, container: ContainerDep) -> Resp
 async def put_reminders_batch(request: Request, container: ContainerDep) -> Response:
     """Create or update up to 1,000 reminders, each as its own PUT would."""
     raw_items = await _read_items(request)
-    knows_kind = functools.cache(container.renderer.knows_kind)  # once per kind per batch
-    valid, invalid = validate_items(
-        raw_items, ReminderItem, lambda item: _without_id(reminder_values(item, knows_kind))
-    )
+    valid, invalid = item_validator(container.renderer.knows_kind)("reminder", raw_items)
     async with container.engine.begin() as conn:
         done = await registration.put_reminders(conn, valid, now=container.clock())
     return Response(orjson.dumps(_answer(raw_items, invalid, done)), media_type="application/json")

@@ -153,7 +153,25 @@ class DeadLetter(Base):
     created_at: Mapped[datetime]
 
 
+class ImportProgress(Base):
+    """How far ``reminders import`` got in one file, committed with each batch it applied."""
+
+    __tablename__ = "import_progress"
+
+    # sha256 of the file's content: the same file resumes, an edited one starts over.
+    source: Mapped[str] = mapped_column(String(64), primary_key=True)
+    path: Mapped[str] = mapped_column(Text)
+    # Lines applied (committed); a resumed import skips these.
+    lines_done: Mapped[int] = mapped_column(BigId)
+    # {"customer": {"created": n, ...}, "reminder": {...}}, totals over every run.
+    counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    finished_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
 customers = cast(Table, Customer.__table__)
 reminders = cast(Table, Reminder.__table__)
 send_records = cast(Table, SendRecord.__table__)
 dead_letters = cast(Table, DeadLetter.__table__)
+import_progress = cast(Table, ImportProgress.__table__)
