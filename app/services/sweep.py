@@ -20,6 +20,7 @@ from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
 from app.domain.ports import QueuePublisher
 from app.domain.queueing import horizon_end
+from app.services.retention import PurgeReport, RetentionPolicy, purge
 from app.services.schedules import materialize_schedules
 
 log = logging.getLogger("reminders.sweep")
@@ -45,6 +46,8 @@ class SweepReport:
     horizon_end: datetime
     duration_ms: int
     error: str | None = None
+    # What retention deleted with the budget left after publishing (None: not run).
+    purged: PurgeReport | None = None
 
     def to_json(self) -> dict[str, object]:
         """The report as the cron route and ``reminders sweep`` print it."""
@@ -55,6 +58,8 @@ class SweepReport:
             "horizon_end": self.horizon_end.isoformat(),
             "duration_ms": self.duration_ms,
         }
+        if self.purged is not None:
+            body["purged"] = self.purged.to_json()
         return body if self.error is None else {**body, "error": self.error}
 
 
@@ -81,9 +86,11 @@ async def sweep(
     queue_for: Callable[[str], str],
     clock: Callable[[], datetime],
     limits: SweepLimits,
+    retention: RetentionPolicy | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> SweepReport:
-    """Publish due reminders in bounded batches until none are left or the budget is spent."""
+    """Publish due reminders in bounded batches until none are left or the budget is spent;
+    then, with ``retention`` and budget left, purge what is old enough."""
     started = monotonic()
     enqueued = messages = 0
     error: str | None = None
@@ -120,9 +127,18 @@ async def sweep(
         remaining = await reminders_repo.count_sweepable(
             conn, now=now, horizon_end=horizon_end(now, publisher)
         )
+    purged = None
+    if retention is not None and error is None:
+        # Publishing first: a purge never delays a due reminder, only uses what is left.
+        purged = await purge(
+            engine,
+            now=clock(),
+            policy=retention,
+            out_of_time=lambda: monotonic() - started >= limits.time_budget_seconds,
+        )
     duration_ms = int((monotonic() - started) * 1000)
     return SweepReport(
-        enqueued, messages, remaining, horizon_end(now, publisher), duration_ms, error
+        enqueued, messages, remaining, horizon_end(now, publisher), duration_ms, error, purged
     )
 
 

@@ -12,7 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import create_engine
 from app.db.tables import customers, dead_letters, reminders, send_records
 from app.services.retention import RetentionPolicy, preview_purge, purge
+from app.services.sweep import SweepLimits, sweep
 from tests.support.clock import FakeClock
+from tests.support.recording import RecordingPublisher
 
 T0 = FakeClock().now
 POLICY = RetentionPolicy(days=90, batch_size=2)
@@ -200,3 +202,46 @@ async def test_nothing_is_purged_before_the_period(engine):
     await _seed(engine)
     report = await purge(engine, now=T0 + timedelta(days=89), policy=POLICY)
     assert report.counts == {"reminders": 0, "send_records": 0, "dead_letters": 0}
+
+
+def _sweep(engine, clock, publisher, *, budget: float, monotonic):
+    return sweep(
+        engine,
+        publisher,
+        queue_for=lambda channel: f"q-{channel}",
+        clock=clock,
+        limits=SweepLimits(batch_size=10, time_budget_seconds=budget),
+        retention=POLICY,
+        monotonic=monotonic,
+    )
+
+
+async def test_the_sweep_purges_after_publishing_with_the_budget_left(engine):
+    """Due reminders (scheduled:old) are published first; old finished ones go with the
+    budget left."""
+    await _seed(engine)
+    clock = FakeClock(EDGE + TICK)
+    recorder = RecordingPublisher(clock)
+    report = await _sweep(engine, clock, recorder, budget=60, monotonic=lambda: 0.0)
+    assert report.enqueued == 1 and sum(recorder.publish_counts().values()) == 1
+    assert report.purged is not None and report.purged.counts["reminders"] == 5
+    assert report.to_json()["purged"]["reminders"] == 5
+    assert "done:old" not in await _ids(engine, reminders)
+
+
+async def test_a_sweep_whose_budget_went_on_publishing_purges_nothing(engine):
+    """Publishing spent the whole budget: the purge is left for the next sweep."""
+    await _seed(engine)
+    clock = FakeClock(EDGE + TICK)
+    elapsed = [0.0]
+
+    async def publishing_takes_the_budget():
+        elapsed[0] += 60
+
+    recorder = RecordingPublisher(clock)
+    recorder.before_batch = publishing_takes_the_budget
+    report = await _sweep(engine, clock, recorder, budget=60, monotonic=lambda: elapsed[0])
+    assert report.enqueued == 1
+    assert report.purged is not None and not report.purged.complete
+    assert report.purged.counts == {"reminders": 0, "send_records": 0, "dead_letters": 0}
+    assert "done:old" in await _ids(engine, reminders)
