@@ -23,6 +23,7 @@ from app.domain.retry import RandomSource
 from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import instrument_providers
 from app.services.receive import DeliveryPolicy, Receiver
+from app.services.retention import RetentionPolicy
 from app.services.sweep import SweepLimits, SweepReport, sweep
 from app.settings import Settings
 
@@ -54,7 +55,13 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
             queue_for=self.queue_for,
             clock=self.clock,
             limits=self.sweep_limits,
+            retention=self.retention(),
         )
+
+    def retention(self) -> RetentionPolicy | None:
+        """REMINDERS_RETENTION_DAYS as a policy (None when 0: keep everything)."""
+        days, batch_size = self.settings.retention_days, self.settings.retention_batch_size
+        return RetentionPolicy(days, batch_size) if days > 0 else None
 
     def close_with(self, close: Callable[[], Awaitable[object]]) -> None:
         """Close something a command built beside the container (a pusher, an API client)

@@ -10,6 +10,8 @@ from app.cli.demo import demo_command
 from app.cli.embedded import dispatch_command
 from app.cli.infrai import check_command, setup_infrai_command, worker_command
 from app.cli.setup import setup_command
+from app.cli.registration import import_command
+from app.cli.retention import purge_command
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
 cli.command("migrate")(server.migrate)
@@ -22,6 +24,8 @@ cli.command("worker")(worker_command)
 cli.command("check")(check_command)
 cli.command("setup-infrai")(setup_infrai_command)
 cli.command("setup")(setup_command)
+cli.command("purge")(purge_command)
+cli.command("import")(import_command)
 
 
 def main() -> None:

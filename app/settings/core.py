@@ -71,6 +71,11 @@ class Settings(ChannelSettings):
     sweep_batch_size: int = Field(default=500, ge=1, le=10000)
     sweep_time_budget_seconds: float = Field(default=60.0, gt=0, le=840)
     sweep_claim_seconds: float = Field(default=120.0, gt=0)
+    # Done and cancelled reminders (with their ledger rows) and redriven dead letters are
+    # deleted this long after their last change, by the sweep and `reminders purge`; 0 keeps
+    # them forever.
+    retention_days: float = Field(default=90.0, ge=0)
+    retention_batch_size: int = Field(default=500, ge=1, le=10000)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     readyz_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
