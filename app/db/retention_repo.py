@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.states import FINAL_SEND_STATES, ReminderState
 
+from .dialects import among
 from .tables import dead_letters, reminders, send_records
 
 r, sr, dl = reminders, send_records, dead_letters
@@ -66,14 +67,17 @@ async def delete_reminders(conn: AsyncConnection, reminder_ids: Sequence[str]) -
     """
     if not reminder_ids:
         return {"reminders": 0, "send_records": 0, "dead_letters": 0}
-    ids = list(reminder_ids)
-    final_sends = select(sr.c.id).where(sr.c.reminder_id.in_(ids), sr.c.state.in_(_FINAL))
+    of_sends, of_reminders = (
+        among(conn, sr.c.reminder_id, reminder_ids),
+        among(conn, r.c.id, reminder_ids),
+    )
+    final_sends = select(sr.c.id).where(of_sends, sr.c.state.in_(_FINAL))
     letters = await conn.execute(
         delete(dl).where(dl.c.send_record_id.in_(final_sends), dl.c.redriven_at.is_not(None))
     )
-    sends = await conn.execute(delete(sr).where(sr.c.reminder_id.in_(ids), sr.c.state.in_(_FINAL)))
+    sends = await conn.execute(delete(sr).where(of_sends, sr.c.state.in_(_FINAL)))
     gone = await conn.execute(
-        delete(r).where(r.c.id.in_(ids), ~exists().where(sr.c.reminder_id == r.c.id))
+        delete(r).where(of_reminders, ~exists().where(sr.c.reminder_id == r.c.id))
     )
     return {
         "reminders": gone.rowcount,
@@ -96,7 +100,7 @@ async def delete_redriven_dead_letters(
     ids = list((await conn.execute(batch)).scalars())
     if not ids:
         return 0
-    return (await conn.execute(delete(dl).where(dl.c.id.in_(ids)))).rowcount
+    return (await conn.execute(delete(dl).where(dl.c.id.in_(ids)))).rowcount  # few: no ANY
 
 
 async def count_purgeable(conn: AsyncConnection, *, before: datetime) -> dict[str, int]:
