@@ -14,6 +14,8 @@ from app.db.tables import customers, dead_letters, reminders, send_records
 from app.services.retention import RetentionPolicy, preview_purge, purge
 from app.services.sweep import SweepLimits, sweep
 from tests.support.clock import FakeClock
+from tests.support.flow import API, put_customer, put_reminder
+from tests.support.flow import sweep as cron_sweep
 from tests.support.recording import RecordingPublisher
 
 T0 = FakeClock().now
@@ -245,3 +247,17 @@ async def test_a_sweep_whose_budget_went_on_publishing_purges_nothing(engine):
     assert report.purged is not None and not report.purged.complete
     assert report.purged.counts == {"reminders": 0, "send_records": 0, "dead_letters": 0}
     assert "done:old" in await _ids(engine, reminders)
+
+
+async def test_the_cron_sweep_purges_with_the_configured_retention(client, clock):
+    """Through HTTP: a reminder cancelled 90 days and a tick ago is purged by the cron
+    sweep, which says so; the API then answers 404 for it, like any unknown id."""
+    await put_customer(client, "c1")
+    await put_reminder(client, "r-old", customer_id="c1", due_at=clock.now + timedelta(days=1))
+    await client.delete("/v1/reminders/r-old", headers=API)
+    await put_reminder(client, "r-next", customer_id="c1", due_at=clock.now + timedelta(days=99))
+    clock.advance(days=90, microseconds=1)
+    report = await cron_sweep(client)
+    assert report["purged"]["reminders"] == 1 and report["purged"]["complete"] is True
+    assert (await client.get("/v1/reminders/r-old", headers=API)).status_code == 404
+    assert (await client.get("/v1/reminders/r-next", headers=API)).status_code == 200
