@@ -176,6 +176,14 @@ def _without_id(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+async def _register(request: Request, container: ContainerDep, kind: str) -> Response:
+    raw_items = await _read_items(request)
+    valid, invalid = item_validator(container.renderer.knows_kind)(kind, raw_items)
+    async with container.engine.begin() as conn:
+        done = await registration.put_items(conn, kind, valid, now=container.clock())
+    return Response(orjson.dumps(_answer(raw_items, invalid, done)), media_type="application/json")
+
+
 @router.post(
     "/customers:batch",
     response_class=JSONResponse,
@@ -184,11 +192,7 @@ def _without_id(values: dict[str, Any]) -> dict[str, Any]:
 )
 async def put_customers_batch(request: Request, container: ContainerDep) -> Response:
     """Create or replace up to 1,000 customers, each as its own PUT would."""
-    raw_items = await _read_items(request)
-    valid, invalid = item_validator(container.renderer.knows_kind)("customer", raw_items)
-    async with container.engine.begin() as conn:
-        done = await registration.put_customers(conn, valid, now=container.clock())
-    return Response(orjson.dumps(_answer(raw_items, invalid, done)), media_type="application/json")
+    return await _register(request, container, "customer")
 
 
 @router.post(
@@ -199,8 +203,4 @@ async def put_customers_batch(request: Request, container: ContainerDep) -> Resp
 )
 async def put_reminders_batch(request: Request, container: ContainerDep) -> Response:
     """Create or update up to 1,000 reminders, each as its own PUT would."""
-    raw_items = await _read_items(request)
-    valid, invalid = item_validator(container.renderer.knows_kind)("reminder", raw_items)
-    async with container.engine.begin() as conn:
-        done = await registration.put_reminders(conn, valid, now=container.clock())
-    return Response(orjson.dumps(_answer(raw_items, invalid, done)), media_type="application/json")
+    return await _register(request, container, "reminder")

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .dialects import among, insert_for
+from .dialects import among, insert_for, lock_by_id
 from .tables import customers
 
 
@@ -25,17 +25,8 @@ async def get_customer(
 async def lock_customers(
     conn: AsyncConnection, customer_ids: Collection[str]
 ) -> dict[str, dict[str, Any]]:
-    """The existing customers among ``customer_ids`` by id, row-locked (PostgreSQL) in id
-    order until the transaction ends, so concurrent batches never deadlock on each other."""
-    if not customer_ids:
-        return {}
-    stmt = (
-        select(customers)
-        .where(among(conn, customers.c.id, customer_ids))
-        .order_by(customers.c.id)
-        .with_for_update()
-    )
-    return {row.id: row._asdict() for row in await conn.execute(stmt)}
+    """The existing customers among ``customer_ids`` by id, row-locked (see lock_by_id)."""
+    return await lock_by_id(conn, customers, customer_ids)
 
 
 async def existing_ids(conn: AsyncConnection, customer_ids: Collection[str]) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, String, Table, any_, bindparam
+from sqlalchemy import Column, ColumnElement, String, Table, any_, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -23,3 +23,14 @@ def among(conn: AsyncConnection, column: Column[Any], ids: Collection[str]) -> C
     if conn.dialect.name == "postgresql":
         return column == any_(bindparam(None, list(ids), type_=postgresql.ARRAY(String)))
     return column.in_(list(ids))
+
+
+async def lock_by_id(
+    conn: AsyncConnection, table: Table, ids: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    """The rows of ``table`` whose id is among ``ids``, by id, row-locked (PostgreSQL) in id
+    order until the transaction ends, so concurrent batches never deadlock on each other."""
+    if not ids:
+        return {}
+    stmt = select(table).where(among(conn, table.c.id, ids)).order_by(table.c.id)
+    return {row.id: row._asdict() for row in await conn.execute(stmt.with_for_update())}

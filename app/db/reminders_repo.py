@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.states import ReminderState
 
-from .dialects import among, insert_for
+from .dialects import insert_for, lock_by_id
 from .tables import reminders
 from .types import UTCDateTime
 
@@ -25,12 +25,8 @@ r = reminders
 async def lock_reminders(
     conn: AsyncConnection, reminder_ids: Collection[str]
 ) -> dict[str, dict[str, Any]]:
-    """The existing reminders among ``reminder_ids`` by id, row-locked (PostgreSQL) in id
-    order until the transaction ends, so concurrent batches never deadlock on each other."""
-    if not reminder_ids:
-        return {}
-    stmt = select(r).where(among(conn, r.c.id, reminder_ids)).order_by(r.c.id).with_for_update()
-    return {row.id: row._asdict() for row in await conn.execute(stmt)}
+    """The existing reminders among ``reminder_ids`` by id, row-locked (see lock_by_id)."""
+    return await lock_by_id(conn, r, reminder_ids)
 
 
 async def lock_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any] | None:

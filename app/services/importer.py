@@ -29,7 +29,6 @@ from app.services import registration
 from app.services.registration import FieldError, ItemResult, ItemStatus
 
 KINDS = ("customer", "reminder")
-_PUT = {"customer": registration.put_customers, "reminder": registration.put_reminders}
 # validate(kind, raw items) -> (valid (id, values) items, {position: refusal})
 Validate = Callable[
     [str, Sequence[Any]], tuple[list[tuple[str, dict[str, Any]]], dict[int, ItemResult]]
@@ -180,7 +179,7 @@ async def apply_batch(
     async with engine.begin() as conn:
         results: list[ItemResult] = []
         if batch.valid:
-            results = await _PUT[batch.kind](conn, batch.valid, now=now)
+            results = await registration.put_items(conn, batch.kind, batch.valid, now=now)
         counts = state.counts
         if batch.kind:
             counts = add_counts(counts, batch.kind, [*results, *(r for _, r in batch.refused)])

@@ -229,3 +229,11 @@ async def _apply_changes(
     await ledger_repo.reset_open_sends(conn, replanned, now=now)
     await reminders_repo.update_reminders(conn, changes, now=now)
     return outcomes
+
+
+async def put_items(
+    conn: AsyncConnection, kind: str, items: Items, *, now: datetime
+) -> list[ItemResult]:
+    """Register a batch of one kind: ``customer`` or ``reminder``."""
+    put = put_customers if kind == "customer" else put_reminders
+    return await put(conn, items, now=now)

@@ -17,7 +17,7 @@ from app.db import imports_repo
 from app.db.engine import create_engine
 from app.db.tables import customers, reminders
 from app.services.importer import file_source
-from tests.support.push import PUSH_SECRET
+from tests.support.cli import deployment_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -54,14 +54,7 @@ async def test_a_killed_import_resumes_without_duplicates(settings, tmp_path):
     one run, and the first run's committed lines were not applied again."""
     path = write_file(tmp_path / "bulk.jsonl")
     source, total = file_source(path)
-    env = {
-        **os.environ,
-        "REMINDERS_DATABASE_URL": settings.database_url,
-        "REMINDERS_PUSH_SECRETS": PUSH_SECRET,
-        "REMINDERS_API_TOKEN": "test-api-token",
-        "REMINDERS_CRON_TOKEN": "test-cron-token",
-        "REMINDERS_ADMIN_TOKEN": "test-admin-token",
-    }
+    env = {**os.environ, **deployment_env(settings.database_url)}
     engine = create_engine(settings.database_url)
     try:
         process = await asyncio.create_subprocess_exec(

@@ -13,20 +13,13 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.db.engine import create_engine
 from app.db.tables import customers, reminders
-from tests.support.push import PUSH_SECRET
+from tests.support.cli import deployment_env
 
 
 @pytest.fixture
 def cli_env(settings, monkeypatch):
     """A deployment's environment, pointed at the test database (the real clock)."""
-    env = {
-        "REMINDERS_DATABASE_URL": settings.database_url,
-        "REMINDERS_PUSH_SECRETS": PUSH_SECRET,
-        "REMINDERS_API_TOKEN": "test-api-token",
-        "REMINDERS_CRON_TOKEN": "test-cron-token",
-        "REMINDERS_ADMIN_TOKEN": "test-admin-token",
-        "REMINDERS_QUEUE": "memory",
-    }
+    env = deployment_env(settings.database_url)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env

@@ -8,6 +8,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from app.cli import cli
+from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
 
 async def invoke(*args: str) -> Result:
@@ -21,3 +22,16 @@ def set_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> dict[str, s
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env
+
+
+def deployment_env(database_url: str, **extra: str) -> dict[str, str]:
+    """REMINDERS_* settings pointed at a test database (memory queue unless overridden)."""
+    return {
+        "REMINDERS_DATABASE_URL": database_url,
+        "REMINDERS_PUSH_SECRETS": f"{PUSH_SECRET},{NEXT_PUSH_SECRET}",
+        "REMINDERS_API_TOKEN": "test-api-token",
+        "REMINDERS_CRON_TOKEN": "test-cron-token",
+        "REMINDERS_ADMIN_TOKEN": "test-admin-token",
+        "REMINDERS_QUEUE": "memory",
+        **extra,
+    }
