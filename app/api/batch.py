@@ -20,8 +20,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.domain.errors import InvalidInput, ReminderRelayError
+from app.domain.registration import FieldError, ItemResult, ItemStatus
 from app.services import registration
-from app.services.registration import FieldError, ItemResult
 
 from .deps import ContainerDep, read_capped, require_api_token
 from .errors import field_name
@@ -72,7 +72,7 @@ class BatchResult(BaseModel):
     """One item's outcome."""
 
     id: str
-    status: registration.ItemStatus
+    status: ItemStatus
     error: str | None = None
     fields: list[dict[str, str]] | None = None
 
@@ -167,7 +167,7 @@ def _answer(
     counts = Counter(result.status.value for result in results)
     return {
         "results": [result.to_json() for result in results],
-        "counts": {status.value: counts[status.value] for status in registration.ItemStatus},
+        "counts": {status.value: counts[status.value] for status in ItemStatus},
     }
 
 

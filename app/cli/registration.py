@@ -13,8 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from app.api.batch import item_validator
 from app.cli.common import load_settings, run_in_container
 from app.container import Container
+from app.domain.registration import ItemResult
 from app.services import importer
-from app.services.registration import ItemResult
 
 console = Console(stderr=True)
 

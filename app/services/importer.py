@@ -25,8 +25,8 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import imports_repo
+from app.domain.registration import FieldError, ItemResult, ItemStatus
 from app.services import registration
-from app.services.registration import FieldError, ItemResult, ItemStatus
 
 KINDS = ("customer", "reminder")
 # validate(kind, raw items) -> (valid (id, values) items, {position: refusal})

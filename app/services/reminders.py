@@ -12,9 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.db import customers_repo, reminders_repo
 from app.db.ledger import repo as ledger_repo
 from app.domain.errors import Conflict, InvalidInput, NotFound
+from app.domain.registration import ItemResult, ItemStatus
 from app.domain.states import ReminderState
 from app.services import registration
-from app.services.registration import ItemResult, ItemStatus
 
 
 @dataclass(frozen=True, slots=True)
