@@ -48,8 +48,9 @@ from bench.push import (
     PG_ADMIN_URL,
     PYTHON,
     ROOT,
-    CpuMeter,
     Target,
+    backend_pids,
+    cpu_seconds,
     create_database,
     drop_database,
     free_port,
@@ -60,6 +61,49 @@ from bench.push import (
 )
 
 CUSTOMERS_PER_REMINDER = 10
+
+
+def process_tree(pid: int) -> list[int]:
+    """A process and its descendants (uvicorn's worker processes with ``--workers``)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+class TreeMeter:
+    """CPU seconds of the server (all its processes) and of the database's backends."""
+
+    def __init__(self, server_pid: int, database: str | None) -> None:
+        self.server_pid, self.database = server_pid, database
+        self._start: tuple[dict[int, float], dict[int, float]] = ({}, {})
+
+    def _snapshot(self) -> tuple[dict[int, float], dict[int, float]]:
+        server = {pid: cpu_seconds(pid) for pid in process_tree(self.server_pid)}
+        backends = backend_pids(self.database) if self.database else []
+        return server, {pid: cpu_seconds(pid) for pid in backends}
+
+    def mark(self) -> None:
+        """Start counting from now."""
+        self._start = self._snapshot()
+
+    def read(self) -> tuple[float, float]:
+        """(server, database) CPU seconds since the mark."""
+        now = self._snapshot()
+        return tuple(  # type: ignore[return-value]
+            sum(value - before.get(pid, 0.0) for pid, value in after.items())
+            for before, after in zip(self._start, now, strict=True)
+        )
 
 
 @dataclass
@@ -176,7 +220,7 @@ def run_phases(
     )
     port = free_port()
     command = [PYTHON, "-c", "from app.cli import main; main()", "serve", "--port", str(port)]
-    command += ["--no-migrate"]
+    command += ["--no-migrate", "--workers", str(args.workers if name != "sqlite" else 1)]
     customers = customer_batches(args.reminders // CUSTOMERS_PER_REMINDER, args.batch)
     reminders = reminder_batches(args.reminders, args.batch, datetime.now(UTC))
     results = []
@@ -184,7 +228,7 @@ def run_phases(
         command, cwd=ROOT, env=env, log=work / f"{name}.log", ready_path="/healthz", port=port
     ) as server:
         base = f"http://127.0.0.1:{port}/v1"
-        meter = CpuMeter(server.pid, pg_database)
+        meter = TreeMeter(server.pid, pg_database)
         phases = [
             ("customers", f"{base}/customers:batch", customers, "created"),
             ("new", f"{base}/reminders:batch", reminders, "created"),
@@ -197,7 +241,7 @@ def run_phases(
                 send_all(url, token, bodies, args.concurrency, expected)
             )
             client_cpu = time.process_time() - client_started
-            server_cpu, db_cpu, _ = meter.read()
+            server_cpu, db_cpu = meter.read()
             items = sum(body.count(b'"id"') for body in bodies)
             results.append(
                 PhaseResult(
@@ -235,6 +279,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1000, help="items per request (≤ 1000)")
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight")
     parser.add_argument("--db", default="postgresql,sqlite", help="databases, comma-separated")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="reminders serve --workers (PostgreSQL only)"
+    )
     parser.add_argument("--pg-admin-url", default=PG_ADMIN_URL)
     return parser.parse_args(argv)
 
