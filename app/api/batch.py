@@ -149,12 +149,8 @@ def item_validator(
 
     def validate(kind: str, raw_items: Sequence[Any]) -> tuple[list, dict[int, ItemResult]]:
         if kind == "customer":
-            return validate_items(
-                raw_items, CustomerItem, lambda i: _without_id(customer_fields(i))
-            )
-        return validate_items(
-            raw_items, ReminderItem, lambda i: _without_id(reminder_values(i, known))
-        )
+            return validate_items(raw_items, CustomerItem, customer_fields)
+        return validate_items(raw_items, ReminderItem, lambda item: reminder_values(item, known))
 
     return validate
 
@@ -169,11 +165,6 @@ def _answer(
         "results": [result.to_json() for result in results],
         "counts": {status.value: counts[status.value] for status in ItemStatus},
     }
-
-
-def _without_id(values: dict[str, Any]) -> dict[str, Any]:
-    values.pop("id", None)
-    return values
 
 
 async def _register(request: Request, container: ContainerDep, kind: str) -> Response:

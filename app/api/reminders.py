@@ -21,7 +21,9 @@ from pydantic import (
 )
 
 from app.domain.errors import InvalidInput
+from app.services import customers
 from app.services import reminders as service
+from app.services.customers import CustomerChange
 
 from .deps import ConnectionDep, ContainerDep, require_api_token
 
@@ -87,21 +89,17 @@ class ReminderIn(BaseModel):
 
 
 def customer_fields(body: CustomerIn) -> dict[str, Any]:
-    """A validated customer body as the registration service takes it."""
-    fields = body.model_dump()
-    fields["email"] = str(body.email) if body.email else None
-    fields["webhook_url"] = str(body.webhook_url) if body.webhook_url else None
-    return fields
+    """A validated customer body as the customers service takes it (``CustomerChange``)."""
+    return body.model_dump(mode="json", exclude={"id"})
 
 
 def reminder_values(body: ReminderIn, knows_kind: Callable[[str], bool]) -> dict[str, Any]:
     """A validated reminder body as the registration service takes it, after the checks
     that need more than the body's own fields (``knows_kind``: the renderer's)."""
-    if "email" in body.channels and not knows_kind(body.kind):
-        raise InvalidInput("kind", f"no email template for kind {body.kind!r}")
+    service.require_templates(knows_kind, body.kind, body.channels)
     if body.expires_at is not None and body.expires_at <= body.due_at:
         raise InvalidInput("expires_at", "must be after due_at")
-    return body.model_dump()
+    return body.model_dump(exclude={"id"})
 
 
 def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
@@ -115,9 +113,8 @@ async def put_customer(
     customer_id: ResourceId, body: CustomerIn, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
     """Create or replace a customer."""
-    customer = await service.put_customer(
-        conn, customer_id, customer_fields(body), now=container.clock()
-    )
+    change = CustomerChange(**customer_fields(body))
+    customer = await customers.put_customer(conn, customer_id, change, now=container.clock())
     return _customer_out(customer)
 
 

@@ -13,12 +13,9 @@ from .dialects import among, insert_for, lock_by_id
 from .tables import customers
 
 
-async def get_customer(
-    conn: AsyncConnection, customer_id: str, *, for_update: bool = False
-) -> dict[str, Any] | None:
-    """One customer as a mapping, or None; ``for_update`` locks the row (PostgreSQL)."""
-    stmt = select(customers).where(customers.c.id == customer_id)
-    row = (await conn.execute(stmt.with_for_update() if for_update else stmt)).first()
+async def get_customer(conn: AsyncConnection, customer_id: str) -> dict[str, Any] | None:
+    """One customer as a mapping, or None."""
+    row = (await conn.execute(select(customers).where(customers.c.id == customer_id))).first()
     return dict(row._mapping) if row else None
 
 

@@ -53,6 +53,11 @@ class ItemResult:
         """An item whose body failed validation, with every field's problem."""
         return cls(item_id, ItemStatus.ERROR, "invalid_input", tuple(fields))
 
+    def raise_refusal(self) -> None:
+        """A single PUT answers its item's refusal as the error it is."""
+        if self.failure is not None:
+            raise self.failure
+
     def to_json(self) -> dict[str, Any]:
         """The result as the batch routes return it."""
         body: dict[str, Any] = {"id": self.id, "status": self.status.value}
@@ -60,3 +65,27 @@ class ItemResult:
             body["error"] = self.error
             body["fields"] = [{"field": f.field, "message": f.message} for f in self.fields]
         return body
+
+
+Items = Sequence[tuple[str, Any]]  # (id, what to register), in the batch's order
+
+
+def first_of_each(items: Items) -> dict[str, Any]:
+    """The items by id, the first occurrence of a repeated id only."""
+    unique: dict[str, Any] = {}
+    for item_id, values in items:
+        unique.setdefault(item_id, values)
+    return unique
+
+
+def in_batch_order(items: Items, by_id: dict[str, ItemResult]) -> list[ItemResult]:
+    """One result per item, in the batch's order; a repeated id is refused after its first."""
+    results, seen = [], set()
+    for item_id, _ in items:
+        if item_id in seen:
+            failure = InvalidInput("id", "appears more than once in this batch")
+            results.append(ItemResult.refused(item_id, failure))
+        else:
+            seen.add(item_id)
+            results.append(by_id[item_id])
+    return results

@@ -7,7 +7,8 @@
 
 A PUT replaces the record but must read what it keeps (the disable mark, the first
 unsubscribe time), so it locks the row first: a 410 recorded by a delivery while the PUT
-runs is not overwritten by the PUT's stale read.
+runs is not overwritten by the PUT's stale read. A single PUT is a batch of one: the batch
+route and ``reminders import`` run the same ``put_customers``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import customers_repo
 from app.domain.errors import InvalidInput, NotFound
+from app.domain.registration import (
+    ItemResult,
+    Items,
+    ItemStatus,
+    first_of_each,
+    in_batch_order,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +72,35 @@ def check_quiet_hours(start: str | None, end: str | None) -> None:
         raise InvalidInput("quiet_hours_end", "must differ from quiet_hours_start")
 
 
+async def put_customers(conn: AsyncConnection, items: Items, *, now: datetime) -> list[ItemResult]:
+    """Create or replace customers (``(id, CustomerChange)`` items); one result per item,
+    in order. Unchanged customers are not written."""
+    unique = first_of_each(items)
+    previous = await customers_repo.lock_customers(conn, list(unique))
+    results, rows = {}, []
+    for customer_id, change in unique.items():
+        before = previous.get(customer_id)
+        try:
+            values = customer_values(change, before, now=now)
+        except InvalidInput as failure:
+            results[customer_id] = ItemResult.refused(customer_id, failure)
+            continue
+        if before is not None and all(before[name] == value for name, value in values.items()):
+            results[customer_id] = ItemResult(customer_id, ItemStatus.UNCHANGED)
+            continue
+        status = ItemStatus.CREATED if before is None else ItemStatus.UPDATED
+        results[customer_id] = ItemResult(customer_id, status)
+        rows.append({"id": customer_id, **values})
+    await customers_repo.upsert_customers(conn, rows, now=now)
+    return in_batch_order(items, results)
+
+
 async def put_customer(
     conn: AsyncConnection, customer_id: str, change: CustomerChange, *, now: datetime
 ) -> dict[str, Any]:
-    """Create or replace a customer's contact details and preferences."""
-    previous = await customers_repo.get_customer(conn, customer_id, for_update=True)
-    values = customer_values(change, previous, now=now)
-    await customers_repo.upsert_customer(conn, customer_id, values, now=now)
+    """Create or replace a customer's contact details and preferences (a batch of one)."""
+    [result] = await put_customers(conn, [(customer_id, change)], now=now)
+    result.raise_refusal()
     return await get_customer(conn, customer_id)
 
 

@@ -12,9 +12,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.db import customers_repo, reminders_repo
 from app.db.ledger import repo as ledger_repo
 from app.domain.errors import Conflict, InvalidInput, NotFound
-from app.domain.registration import ItemResult, ItemStatus
+from app.domain.registration import ItemResult, Items, ItemStatus, first_of_each, in_batch_order
 from app.domain.states import ReminderState
-from app.services import registration
+
+# A change to any of these means a new delivery plan: the version bumps so queued
+# messages of the old plan are dropped as stale, and the sweep publishes again.
+_PLAN_FIELDS = ("due_at", "channels")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,27 +36,77 @@ def require_templates(
         raise InvalidInput("kind", f"no email template for kind {kind!r}")
 
 
-def _raise_refusal(result: ItemResult) -> None:
-    """A single PUT answers an item's refusal as the error it is."""
-    if result.failure is not None:
-        raise result.failure
+def plan_reminder_change(
+    reminder_id: str, current: dict[str, Any], values: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The columns a PUT of ``values`` changes on ``current`` (None: nothing to do).
+
+    Same body, same result. A changed due time or channel list, or a PUT of a cancelled
+    reminder (which revives it), is a new plan: ``schedule_version`` bumps and the reminder is
+    scheduled again. A ``done`` reminder cannot change (Conflict): register a new id instead.
+    """
+    changes = {name: value for name, value in values.items() if current[name] != value}
+    revive = current["state"] == ReminderState.CANCELLED
+    if not changes and not revive:
+        return None
+    if current["state"] == ReminderState.DONE:
+        raise Conflict(f"reminder {reminder_id!r} is already done; register a new id instead")
+    if revive or any(name in changes for name in _PLAN_FIELDS):
+        changes |= {
+            "state": ReminderState.SCHEDULED.value,
+            "schedule_version": current["schedule_version"] + 1,
+            "sweep_claimed_until": None,
+            "enqueued_at": None,
+            "enqueued_message_ids": None,
+            "cancelled_at": None,
+        }
+    return changes
 
 
-async def put_customer(
-    conn: AsyncConnection, customer_id: str, fields: dict[str, Any], *, now: datetime
-) -> dict[str, Any]:
-    """Create or replace a customer's contact details and preferences (a batch of one)."""
-    [result] = await registration.put_customers(conn, [(customer_id, fields)], now=now)
-    _raise_refusal(result)
-    return await get_customer(conn, customer_id)
+async def put_reminders(conn: AsyncConnection, items: Items, *, now: datetime) -> list[ItemResult]:
+    """Idempotent upserts of reminders; one result per item, in order."""
+    unique = first_of_each(items)
+    known = await customers_repo.existing_ids(conn, {v["customer_id"] for v in unique.values()})
+    refused: dict[str, ItemResult] = {}
+    for reminder_id, values in unique.items():
+        if values["customer_id"] not in known:
+            failure = InvalidInput("customer_id", f"no customer {values['customer_id']!r}")
+            refused[reminder_id] = ItemResult.refused(reminder_id, failure)
+    wanted = [(rid, values) for rid, values in unique.items() if rid not in refused]
+    current = await reminders_repo.lock_reminders(conn, [rid for rid, _ in wanted])
+    fresh = [(rid, values) for rid, values in wanted if rid not in current]
+    created = await reminders_repo.insert_reminders(conn, fresh, now=now)
+    lost_race = [rid for rid, _ in fresh if rid not in created]  # created by someone else
+    current |= await reminders_repo.lock_reminders(conn, lost_race)
+    outcomes = await _apply_changes(
+        conn, [(rid, v) for rid, v in wanted if rid not in created], current, now
+    )
+    outcomes |= refused | {rid: ItemResult(rid, ItemStatus.CREATED) for rid in created}
+    return in_batch_order(items, outcomes)
 
 
-async def get_customer(conn: AsyncConnection, customer_id: str) -> dict[str, Any]:
-    """A customer, or NotFound."""
-    customer = await customers_repo.get_customer(conn, customer_id)
-    if customer is None:
-        raise NotFound(f"no customer {customer_id!r}")
-    return customer
+async def _apply_changes(
+    conn: AsyncConnection,
+    items: Items,
+    current: dict[str, dict[str, Any]],
+    now: datetime,
+) -> dict[str, ItemResult]:
+    outcomes: dict[str, ItemResult] = {}
+    changes: dict[str, dict[str, Any]] = {}
+    for reminder_id, values in items:
+        try:
+            change = plan_reminder_change(reminder_id, current[reminder_id], values)
+        except Conflict as failure:
+            outcomes[reminder_id] = ItemResult.refused(reminder_id, failure)
+            continue
+        status = ItemStatus.UNCHANGED if change is None else ItemStatus.UPDATED
+        outcomes[reminder_id] = ItemResult(reminder_id, status)
+        if change is not None:
+            changes[reminder_id] = change
+    replanned = [rid for rid, change in changes.items() if "state" in change]
+    await ledger_repo.reset_open_sends(conn, replanned, now=now)
+    await reminders_repo.update_reminders(conn, changes, now=now)
+    return outcomes
 
 
 async def put_reminder(
@@ -61,8 +114,8 @@ async def put_reminder(
 ) -> UpsertResult:
     """Idempotent upsert (a batch of one): same body, same result; a new plan bumps
     ``schedule_version``."""
-    [result] = await registration.put_reminders(conn, [(reminder_id, values)], now=now)
-    _raise_refusal(result)
+    [result] = await put_reminders(conn, [(reminder_id, values)], now=now)
+    result.raise_refusal()
     return UpsertResult(await _reload(conn, reminder_id), result.status is ItemStatus.CREATED)
 
 
