@@ -14,7 +14,14 @@ from app.db.tables import customers, dead_letters, reminders, send_records
 from app.services.retention import RetentionPolicy, preview_purge, purge
 from app.services.sweep import SweepLimits, sweep
 from tests.support.clock import FakeClock
-from tests.support.flow import API, put_customer, put_reminder
+from tests.support.dead_letters import (
+    ADMIN_TOKEN,
+    admin_get,
+    admin_post,
+    exhaust,
+    publish_reminder,
+)
+from tests.support.flow import API, push_message, put_customer, put_reminder
 from tests.support.flow import sweep as cron_sweep
 from tests.support.recording import RecordingPublisher
 
@@ -261,3 +268,26 @@ async def test_the_cron_sweep_purges_with_the_configured_retention(client, clock
     assert report["purged"]["reminders"] == 1 and report["purged"]["complete"] is True
     assert (await client.get("/v1/reminders/r-old", headers=API)).status_code == 404
     assert (await client.get("/v1/reminders/r-next", headers=API)).status_code == 200
+
+
+async def test_the_operator_views_work_on_what_the_purge_left(client, clock, publisher, provider):
+    """After a purge the admin page, the dead-letter listing and the reminder API still
+    answer: the exhausted reminder (open dead letter) stays with its ledger history, the
+    delivered one is gone, and the open dead letter can still be redriven."""
+    await exhaust(client, publisher, clock, provider, "r:dead")
+    sent = await publish_reminder(client, publisher, clock, "r:sent")
+    assert (await push_message(client, sent)).json()["outcome"] == "sent"
+    clock.advance(days=91)
+    assert (await cron_sweep(client))["purged"]["reminders"] >= 1
+
+    assert (await client.get("/v1/reminders/r:sent", headers=API)).status_code == 404
+    kept = (await client.get("/v1/reminders/r:dead", headers=API)).json()
+    assert kept["send_records"][0]["state"] == "dead"
+    [letter] = (await admin_get(client, "/v1/dead-letters"))["items"]
+    assert letter["reminder_id"] == "r:dead"
+    login = await client.post("/admin/login", data={"token": ADMIN_TOKEN})
+    cookie = {"Cookie": login.headers["set-cookie"].split(";", 1)[0]}
+    page = await client.get("/admin", headers=cookie)
+    assert page.status_code == 200 and "attempts_exhausted" in page.text
+    redriven = await admin_post(client, f"/v1/dead-letters/{letter['id']}/redrive")
+    assert redriven["published"] == 1
