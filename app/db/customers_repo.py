@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import select, update
@@ -37,9 +38,11 @@ async def existing_ids(conn: AsyncConnection, customer_ids: Collection[str]) -> 
 async def upsert_customers(
     conn: AsyncConnection, rows: Sequence[dict[str, Any]], *, now: datetime
 ) -> None:
-    """Create each customer or overwrite its fields (created_at is kept); one statement."""
+    """Create each customer or overwrite its fields (created_at is kept); one statement, rows
+    in id order (as the locks are taken: concurrent batches wait, never deadlock)."""
     if not rows:
         return
+    rows = sorted(rows, key=itemgetter("id"))
     stmt = insert_for(conn, customers)
     columns = [name for name in rows[0] if name != "id"]
     stmt = stmt.on_conflict_do_update(

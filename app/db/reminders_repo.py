@@ -44,9 +44,12 @@ async def insert_reminders(
     conn: AsyncConnection, items: Sequence[tuple[str, dict[str, Any]]], *, now: datetime
 ) -> set[str]:
     """Insert new reminders in one statement; returns the ids inserted (an id another
-    request created first is skipped, not overwritten)."""
+    request created first is skipped, not overwritten). Rows go in id order, as the locks
+    are taken, so two batches inserting the same new ids wait for each other instead of
+    deadlocking."""
     if not items:
         return set()
+    items = sorted(items, key=_first)
     if conn.dialect.name == "postgresql":
         return await _insert_reminders_unnest(conn, items, now=now)
     rows = [
@@ -100,6 +103,10 @@ async def _insert_reminders_unnest(
         "data": [orjson.dumps(v.get("data", {})).decode() for v in values],
     }
     return set((await conn.execute(_INSERT_UNNEST, params)).scalars())
+
+
+def _first(item: tuple[str, Any]) -> str:
+    return item[0]
 
 
 async def update_reminders(
