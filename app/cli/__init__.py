@@ -9,9 +9,9 @@ from app.cli.dead_letters import app as dead_letters_app
 from app.cli.demo import demo_command
 from app.cli.embedded import dispatch_command
 from app.cli.infrai import check_command, setup_infrai_command, worker_command
-from app.cli.setup import setup_command
 from app.cli.registration import import_command
 from app.cli.retention import purge_command
+from app.cli.setup import setup_command
 
 cli = typer.Typer(help="reminder-relay: reminders delivered once behind a push queue.")
 cli.command("migrate")(server.migrate)

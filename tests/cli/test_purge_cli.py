@@ -5,24 +5,18 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-import anyio
 import pytest
 from sqlalchemy import insert, select
-from typer.testing import CliRunner
 
-from app.cli import cli
 from app.db.engine import create_engine
 from app.db.tables import customers, reminders
-from tests.support.cli import deployment_env
+from tests.support.cli import deployment_env, invoke, set_env
 
 
 @pytest.fixture
 def cli_env(settings, monkeypatch):
     """A deployment's environment, pointed at the test database (the real clock)."""
-    env = deployment_env(settings.database_url)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
+    return set_env(monkeypatch, deployment_env(settings.database_url))
 
 
 async def _seed(url: str, ages_in_days: dict[str, int]) -> None:
@@ -59,8 +53,7 @@ async def _left(url: str) -> set[str]:
 
 
 async def _purge(*args: str) -> dict:
-    runner = CliRunner()
-    result = await anyio.to_thread.run_sync(lambda: runner.invoke(cli, ["purge", *args]))
+    result = await invoke("purge", *args)
     assert result.exit_code == 0, result.output
     return json.loads(result.output.strip().splitlines()[-1])
 
