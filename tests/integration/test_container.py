@@ -92,6 +92,17 @@ def test_compose_runs_migrations_as_a_job_before_the_app():
     assert env["REMINDERS_ADMIN_TOKEN"].startswith("${ADMIN_TOKEN:?")
 
 
+def test_compose_says_that_email_stays_in_the_outbox_until_a_provider_is_configured():
+    """Nobody running compose expects real mail: the providers are the outbox, and the file
+    says so next to how to configure a real one."""
+    text = (ROOT / "compose.yaml").read_text()
+    env = yaml.safe_load(text)["services"]["app"]["environment"]
+    assert env["REMINDERS_EMAIL_PROVIDER"] == env["REMINDERS_WEBHOOK_PROVIDER"] == "outbox"
+    header = " ".join(text.split("x-app:", 1)[0].replace("#", " ").split())
+    assert "stays in the outbox" in header and "until you configure a provider" in header
+    assert "REMINDERS_EMAIL_PROVIDER: smtp" in header
+
+
 def test_entrypoint_migrates_sweeps_and_refuses_unknown_roles(tmp_path):
     """migrate brings a new SQLite file to head; sweep prints its report; a typo exits 64."""
     database = tmp_path / "entry.db"
@@ -108,6 +119,54 @@ def test_entrypoint_migrates_sweeps_and_refuses_unknown_roles(tmp_path):
     assert listed.returncode == 0 and json.loads(listed.stdout)["items"] == []
     wrong = _run("serv", env)
     assert wrong.returncode == 64 and "unknown role" in wrong.stderr
+
+
+def test_entrypoint_refuses_a_migrate_on_start_value_it_cannot_read(tmp_path):
+    """A typo in REMINDERS_MIGRATE_ON_START stops serve (64) instead of being guessed."""
+    env = _env(
+        f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", tmp_path, REMINDERS_MIGRATE_ON_START="ture"
+    )
+    refused = _run("serve", env)
+    assert refused.returncode == 64
+    assert "REMINDERS_MIGRATE_ON_START must be true or false, not 'ture'" in refused.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.slow
+def test_entrypoint_migrates_before_serving_when_asked(tmp_path):
+    """REMINDERS_MIGRATE_ON_START=true: serve on a database file that does not exist yet
+    brings it to head before it answers, so /readyz is ready at once."""
+    database = tmp_path / "fresh.db"
+    port = _free_port()
+    env = _env(
+        f"sqlite+aiosqlite:///{database}",
+        tmp_path,
+        PORT=str(port),
+        HOST="127.0.0.1",
+        WEB_CONCURRENCY="1",
+        REMINDERS_MIGRATE_ON_START="True",
+    )
+    server = _start_serve(env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, server)
+        ready = httpx.get(f"{base}/readyz", timeout=5)
+        assert ready.status_code == 200 and ready.json()["schema"] == sorted(head_revisions())
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.communicate(timeout=30)
+
+
+def _start_serve(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ["bash", str(ENTRYPOINT), "serve"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @pytest.mark.slow
@@ -128,15 +187,7 @@ def test_entrypoint_serves_health_readiness_and_merged_metrics(database_url, db_
         WEB_CONCURRENCY="2",
         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
     )
-    server = subprocess.Popen(
-        ["bash", str(ENTRYPOINT), "serve"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    server = _start_serve(env)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(base, server)
@@ -155,6 +206,14 @@ def test_entrypoint_serves_health_readiness_and_merged_metrics(database_url, db_
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     assert lines, f"no JSON log lines on stdout: {stdout[-2000:]} {stderr[-2000:]}"
     assert all("level" in json.loads(line) for line in lines)
+    # WEB_CONCURRENCY is honoured on PostgreSQL; SQLite serves from one process and says so.
+    started = [
+        line for line in lines if json.loads(line)["event"] == "Application startup complete."
+    ]
+    if db_backend == "sqlite":
+        assert len(started) == 1 and "SQLite: one worker only" in stdout + stderr
+    else:
+        assert len(started) == 2
 
 
 def _wait_healthy(base: str, server: subprocess.Popen[str]) -> None:
