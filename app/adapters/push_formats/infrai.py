@@ -1,6 +1,6 @@
 """Infrai push requests: ``{message_id, payload, ...}`` signed with HMAC-SHA256.
 
-Infrai leaves the signature scheme undocumented, so all three
+Infrai leaves the signature scheme undocumented (docs/queues/infrai.md), so all three
 forms seen in client code are accepted:
 
 * ``X-Infrai-Signature: <hex HMAC-SHA256(secret, raw body)>``
