@@ -173,7 +173,7 @@ def stuck_command(
     limit: Annotated[int, typer.Option(min=1, max=service.MAX_PAGE)] = 50,
     as_json: AsJson = False,
 ) -> None:
-    """List sends stuck in ``sending`` past their lease."""
+    """List sends stuck in state "sending" past their lease."""
 
     async def work(container: Container) -> tuple[datetime, service.Page]:
         now = container.clock()

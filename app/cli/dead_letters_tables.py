@@ -10,6 +10,7 @@ from fastapi.encoders import jsonable_encoder
 from rich.console import Console
 from rich.table import Table
 
+from app.cli.tables import Column, fitted_table
 from app.domain.redrive import format_age
 from app.services import dead_letters as service
 
@@ -26,70 +27,96 @@ def print_json(value: Any) -> None:
 
 
 def dead_letter_table(items: list[dict[str, Any]]) -> Table:
-    """Dead letters as a rich table."""
-    table = Table(title="dead letters")
-    for name in ("id", "queue", "reminder", "channel", "reason", "error class", "attempts"):
-        table.add_column(name)
-    for name in ("age", "send state", "redriven"):
-        table.add_column(name)
-    for item in items:
-        table.add_row(
+    """Dead letters as a table that fits the terminal (least useful columns dropped first)."""
+    columns = [
+        Column("id"),
+        Column("reminder", min_width=12),
+        Column("channel"),
+        Column("error class", min_width=12),
+        Column("tries", justify="right"),
+        Column("age"),
+        Column("reason", min_width=18, priority=2),
+        Column("send state", priority=3),
+        Column("queue", min_width=10, priority=4),
+        Column("redriven", min_width=10, priority=5),
+    ]
+    rows = [
+        [
             str(item["id"]),
-            item["queue"],
             item["reminder_id"] or "-",
             item["channel"] or "-",
-            item["reason"],
             item["error_class"] or "-",
             str(item["attempts"]),
             format_age(item["age_seconds"]),
+            item["reason"],
             item["send_state"] or "-",
+            item["queue"],
             _when(item["redriven_at"]),
-        )
-    return table
+        ]
+        for item in items
+    ]
+    return fitted_table("dead letters", columns, rows, width=console.width)
 
 
 def send_table(title: str, items: list[dict[str, Any]], now: datetime) -> Table:
-    """Send records as a rich table."""
-    table = Table(title=title)
-    for name in ("id", "reminder", "channel", "state", "outcome", "attempts", "redrives"):
-        table.add_column(name)
-    for name in ("error class", "last error", "changed"):
-        table.add_column(name)
-    for item in items:
-        table.add_row(
+    """Send records as a table that fits the terminal."""
+    columns = [
+        Column("id"),
+        Column("reminder", min_width=12),
+        Column("channel"),
+        Column("state", min_width=16, priority=2),
+        Column("outcome", min_width=13),
+        Column("tries", justify="right"),
+        Column("error class", min_width=12, priority=1),
+        Column("last error", min_width=16, priority=4),
+        Column("changed", priority=3),
+        Column("redrives", justify="right", priority=5),
+    ]
+    rows = [
+        [
             str(item["id"]),
             item["reminder_id"],
             item["channel"],
             item["state"],
             item["outcome"] or "-",
             str(item["attempt_count"]),
-            str(item["redrive_count"]),
             item["last_error_class"] or "-",
             (item["last_error"] or "-")[:60],
             format_age((now - item["updated_at"]).total_seconds()) + " ago",
-        )
-    return table
+            str(item["redrive_count"]),
+        ]
+        for item in items
+    ]
+    return fitted_table(title, columns, rows, width=console.width)
 
 
 def report_table(report: service.RedriveReport) -> Table:
-    """A redrive report (or dry run) as a rich table."""
+    """A redrive report (or dry run) as a table that fits the terminal."""
     verb = "would publish" if report.dry_run else "published"
-    table = Table(
-        title=f"redrive{' (dry run)' if report.dry_run else ''}: {verb} {report.published}"
-    )
-    for name in ("dead letter", "send", "reminder", "channel", "state", "action", "reason"):
-        table.add_column(name)
-    table.add_column("queue / idempotency key")
+    title = f"redrive{' (dry run)' if report.dry_run else ''}: {verb} {report.published}"
+    columns = [
+        Column("dead letter"),
+        Column("reminder", min_width=12),
+        Column("channel"),
+        Column("action"),
+        Column("reason", min_width=16),
+        Column("send", priority=2),
+        Column("state", priority=3),
+        Column("queue / idempotency key", min_width=16, priority=1),
+    ]
+    rows = []
     for item in report.to_json()["items"]:
         message = item["message"]
-        table.add_row(
-            str(item["dead_letter_id"] or "-"),
-            str(item["send_record_id"] or "-"),
-            item["reminder_id"] or "-",
-            item["channel"] or "-",
-            item["send_state"] or "-",
-            item["action"],
-            item["reason"],
-            f"{message['queue']} / {message['idempotency_key']}" if message else "-",
+        rows.append(
+            [
+                str(item["dead_letter_id"] or "-"),
+                item["reminder_id"] or "-",
+                item["channel"] or "-",
+                item["action"],
+                item["reason"],
+                str(item["send_record_id"] or "-"),
+                item["send_state"] or "-",
+                f"{message['queue']} / {message['idempotency_key']}" if message else "-",
+            ]
         )
-    return table
+    return fitted_table(title, columns, rows, width=console.width)

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from app.cli.tables import Column, fitted_table
 from app.db.migrations import upgrade_to_head
 
 console = Console()
@@ -71,6 +72,33 @@ def demo_command(
     if problems:
         raise typer.Exit(1)
     console.print("[green]every path ended as designed[/green]")
+    _print_next_steps(directory, database_url or f"sqlite+aiosqlite:///{directory / 'demo.db'}")
+
+
+def _print_next_steps(directory: Path, url: str) -> None:
+    """Why two rows read as they do, and what to try next."""
+    console.print(
+        "\n[bold]Why 'cancelled' and 'suppressed' are final without a send:[/bold] the "
+        "message was already in the queue when the reminder was cancelled or the customer "
+        "unsubscribed. The receiver reloads the reminder and the customer at delivery, finds "
+        "there is nothing to send, records that decision in the ledger (state "
+        "terminal_failure: no provider call will ever be made; the outcome says why) and "
+        "acknowledges the message so the queue stops delivering it. 'stale' works the same "
+        "way for a message of an older plan; the new plan's message was sent."
+    )
+    console.print("\n[bold]Try next:[/bold]")
+    on_demo_db = f"REMINDERS_DEV_MODE=1 \\\n  REMINDERS_DATABASE_URL={_safe(url)} \\\n  "
+    for command, why in (
+        (
+            "REMINDERS_DEV_MODE=1 reminders serve",
+            "the service, its API docs (/docs), /admin",
+        ),
+        (f"{on_demo_db}reminders dead-letters list", "the demo's dead letter, and why it died"),
+        (f"ls {directory / 'outbox' / 'email'}", "the emails it wrote, as .eml files"),
+        ("docs/architecture.md", "how the ledger decides each of these outcomes"),
+    ):
+        # soft_wrap: a command is printed whole, so that it can be copied as it is.
+        console.print(f"  {why}:\n  [cyan]{escape(command)}[/cyan]", soft_wrap=True)
 
 
 def _fresh_sqlite(directory: Path) -> str:
@@ -90,22 +118,31 @@ def _print_summary(result: object) -> None:
     from app.demo.cases import DemoResult, format_offset
 
     assert isinstance(result, DemoResult)
-    table = Table(title="Outcomes, read back from the send ledger")
-    for column in ("reminder", "channel", "ledger", "outcome", "tries", "sent at"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("queue answers")
+    columns = [
+        Column("reminder", min_width=12),
+        Column("channel"),
+        Column("outcome"),
+        Column("tries", justify="right"),
+        Column("queue answers", min_width=14),
+        Column("sent at", priority=1),
+        Column("ledger state", priority=2),
+    ]
+    rows = []
     for row in result.rows:
         sent_at, channel = row["sent_at"], row["channel"]
-        table.add_row(
-            row["reminder_id"].removeprefix("demo:"),
-            channel or "—",
-            row["state"] or row["reminder_state"],
-            row["outcome"] or "—",
-            str(row["attempt_count"] or 0),
-            format_offset(sent_at - result.started_at) if sent_at else "—",
-            ", ".join(result.answers.get(f"{row['reminder_id']} {channel}", [])) or "—",
+        rows.append(
+            [
+                row["reminder_id"].removeprefix("demo:"),
+                channel or "—",
+                row["outcome"] or "—",
+                str(row["attempt_count"] or 0),
+                ", ".join(result.answers.get(f"{row['reminder_id']} {channel}", [])) or "—",
+                format_offset(sent_at - result.started_at) if sent_at else "—",
+                row["state"] or row["reminder_state"],
+            ]
         )
-    console.print(table)
+    title = "Outcomes, read back from the send ledger"
+    console.print(fitted_table(title, columns, rows, width=console.width))
     counts = Table(title="Ledger rows by state and outcome")
     counts.add_column("state")
     counts.add_column("outcome")

@@ -85,3 +85,22 @@ async def test_redrive_publishes_and_the_message_is_sent(
     assert (await push_message(client, message)).json()["outcome"] == "sent"
     [record] = (await get_reminder(client, "r:cli-real"))["send_records"]
     assert record["state"] == "sent" and record["redrive_count"] == 1
+
+
+async def test_list_is_readable_at_80_columns(
+    client, clock, publisher, provider, cli_env, monkeypatch
+):
+    """At 80 columns the tables drop their least useful columns instead of cutting ids and
+    error classes to '…'; --json still carries every field."""
+    monkeypatch.setenv("COLUMNS", "80")
+    reminder_id = "digest-cust_1842:2026-08-17T09:00"
+    await exhaust(client, publisher, clock, provider, reminder_id)
+    for args in (("list", "--terminal"), ("stuck",), ("redrive", "--all", "--dry-run")):
+        shown = await _invoke(*args)
+        assert shown.exit_code == 0, shown.output
+        assert max(len(line.rstrip()) for line in shown.output.splitlines()) <= 80, shown.output
+        assert "…" not in shown.output
+    listed = (await _invoke("list")).output
+    assert reminder_id in listed and "smtp_4xx" in listed
+    [item] = json.loads((await _invoke("list", "--json")).output)["items"]
+    assert item["reminder_id"] == reminder_id and item["queue"] and item["reason"]

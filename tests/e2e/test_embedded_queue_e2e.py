@@ -5,6 +5,7 @@ customer webhook endpoint. Waiting is polling with a deadline."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from datetime import UTC, datetime
 
@@ -65,11 +66,12 @@ def one_send_each(rows: list[dict], count: int) -> None:
 
 async def test_the_demo_ends_every_path_as_designed_in_the_ledger(clean_database_url, tmp_path):
     """`reminders demo` (its own server, dispatcher and webhook endpoint) leaves each outcome;
-    the REMINDERS_* of the environment (other tokens here) do not disturb it."""
+    the REMINDERS_* of the environment (other tokens here) do not disturb it. At 80 columns
+    its table fits, and it ends by explaining the final states and what to try next."""
     env = service_env(clean_database_url, tmp_path / "unused")
     demo = await asyncio.create_subprocess_exec(
         *[REMINDERS, "demo", "--dir", str(tmp_path), "--database-url", clean_database_url],
-        env={**env, "COLUMNS": "120"},
+        env={**env, "COLUMNS": "80"},
         cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -108,6 +110,12 @@ async def test_the_demo_ends_every_path_as_designed_in_the_ledger(clean_database
     assert queue == {"ready": 0, "dead": 0}
     assert len(list((tmp_path / "outbox" / "email").glob("*.eml"))) == 5
     assert "sent, duplicate" in output  # the pushed-twice row's queue answers
+    table = output.split("Outcomes, read back from the send ledger", 1)[1].split("Ledger rows")[0]
+    assert max(len(line.rstrip()) for line in table.splitlines()) <= 80, table
+    assert re.search(r"^ ?down +webhook +dead_lettered +3 ", table, re.MULTILINE), table
+    ending = output.split("every path ended as designed", 1)[1]
+    assert "Why 'cancelled' and 'suppressed' are final without a send" in ending
+    assert "Try next:" in ending and "reminders dead-letters list" in ending
 
 
 async def test_a_receiver_answering_503_then_200_sends_exactly_once(

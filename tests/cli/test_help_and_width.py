@@ -1,0 +1,88 @@
+"""The CLI a person reads: ``--help`` in a sensible order, plain text, within 80 columns."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.cli.tables import Column, fitted_table
+
+REMINDERS = str(Path(sys.executable).parent / "reminders")
+NEWCOMER_ORDER = [
+    "demo",
+    "serve",
+    "migrate",
+    "sweep",
+    "dead-letters",
+    "dispatch",
+    "setup-infrai",
+    "check",
+    "worker",
+]
+
+
+def _every_command_path() -> list[list[str]]:
+    group = typer.main.get_command(cli)
+    paths = []
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        paths.append([name])
+        paths += [[name, sub] for sub in getattr(command, "commands", {})]
+    return paths
+
+
+def test_top_level_help_lists_commands_in_newcomer_order_within_80_columns():
+    """`reminders --help` (the installed command) lists the commands as a newcomer meets
+    them — try, run, operate, then the managed queue — without RST markup or wide lines."""
+    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
+    shown = subprocess.run(
+        [REMINDERS, "--help"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    listed = [
+        line.strip("│ ").split()[0]
+        for line in shown.stdout.split("Commands", 1)[1].splitlines()
+        if line.startswith("│ ") and not line.startswith("│  ")
+    ]
+    assert listed == NEWCOMER_ORDER
+    assert "``" not in shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("path", _every_command_path(), ids=" ".join)
+def test_every_command_help_is_plain_text_within_80_columns(path):
+    """Each command's help has no RST markup (``code``, :role:) and fits 80 columns."""
+    result = CliRunner().invoke(cli, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0, result.output
+    assert "``" not in result.output and ":class:" not in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+
+
+def test_a_table_drops_its_least_useful_columns_before_cutting_a_value():
+    """Too wide: columns go by priority; what stays is whole (wrapped, never '…')."""
+    columns = [
+        Column("id"),
+        Column("reminder", min_width=12),
+        Column("queue", min_width=10, priority=2),
+        Column("reason", min_width=18, priority=1),
+    ]
+    rows = [["17", "digest-cust_1842:2026-08-17T09:00", "reminders-email", "attempts_exhausted"]]
+    wide = fitted_table("t", columns, rows, width=200)
+    assert [c.header for c in wide.columns] == ["id", "reminder", "queue", "reason"]
+    narrow = fitted_table("t", columns, rows, width=60)
+    assert [c.header for c in narrow.columns] == ["id", "reminder", "reason"]
+    tight = fitted_table("t", columns, rows, width=30)
+    assert [c.header for c in tight.columns] == ["id", "reminder"]
+    from rich.console import Console
+
+    console = Console(width=30, record=True)
+    console.print(tight)
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 30
+    assert "".join(text.split()).count("digest-cust_1842:2026-08-17T09:00") == 1
