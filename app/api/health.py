@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app.db.migrations import applied_revisions, head_revisions
+from app.db.readiness import inspect_database
 
 from .deps import ContainerDep
 
@@ -22,24 +20,15 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(container: ContainerDep) -> JSONResponse:
-    """Ready when the database answers and its schema is at the migrations' head."""
-    expected = head_revisions()
-    limit = container.settings.readyz_timeout_seconds
-    try:
-        # A short bound: a load balancer's probe must not hang on a stuck pool or network.
-        async with asyncio.timeout(limit), container.engine.connect() as conn:
-            current = await applied_revisions(conn)
-    except TimeoutError:
-        return JSONResponse(
-            {"status": "unavailable", "database": f"no answer within {limit:g}s"}, status_code=503
-        )
-    except Exception as error:  # any database failure means "not ready"
-        return JSONResponse(
-            {"status": "unavailable", "database": type(error).__name__}, status_code=503
-        )
-    if current != expected:
-        return JSONResponse(
-            {"status": "migrations_pending", "schema": sorted(current), "head": sorted(expected)},
-            status_code=503,
-        )
-    return JSONResponse({"status": "ready", "schema": sorted(current)})
+    """Ready when the database answers and its schema is at the migrations' head; otherwise
+    503 with the same one-line reason (and fix) that ``reminders serve`` gives."""
+    # A short bound: a load balancer's probe must not hang on a stuck pool or network.
+    state = await inspect_database(
+        container.engine, timeout=container.settings.readyz_timeout_seconds
+    )
+    body: dict[str, object] = {"status": state.status.value}
+    if not state.ready:
+        body["reason"] = state.reason
+    if state.schema or state.head:
+        body |= {"schema": list(state.schema), "head": list(state.head)}
+    return JSONResponse(body, status_code=200 if state.ready else 503)

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from app.cli.tables import Column, fitted_table
 from app.db.migrations import upgrade_to_head
+from app.settings.database import safe_url
 
 console = Console()
 
@@ -36,7 +37,7 @@ def demo_command(
     url = database_url or _fresh_sqlite(directory)
     shutil.rmtree(directory / "outbox", ignore_errors=True)
     upgrade_to_head(url)
-    console.print(f"[bold]reminder-relay demo[/bold] on {_safe(url)}")
+    console.print(f"[bold]reminder-relay demo[/bold] on {safe_url(url)}")
     with Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),
@@ -87,7 +88,7 @@ def _print_next_steps(directory: Path, url: str) -> None:
         "way for a message of an older plan; the new plan's message was sent."
     )
     console.print("\n[bold]Try next:[/bold]")
-    on_demo_db = f"REMINDERS_DEV_MODE=1 \\\n  REMINDERS_DATABASE_URL={_safe(url)} \\\n  "
+    on_demo_db = f"REMINDERS_DEV_MODE=1 \\\n  REMINDERS_DATABASE_URL={safe_url(url)} \\\n  "
     for command, why in (
         (
             "REMINDERS_DEV_MODE=1 reminders serve",
@@ -106,12 +107,6 @@ def _fresh_sqlite(directory: Path) -> str:
     for suffix in ("", "-wal", "-shm"):  # only the demo's own files
         Path(f"{database}{suffix}").unlink(missing_ok=True)
     return f"sqlite+aiosqlite:///{database.resolve()}"
-
-
-def _safe(url: str) -> str:
-    # Never print a password that may be part of the URL.
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.rpartition('@')[2]}" if "@" in rest else url
 
 
 def _print_summary(result: object) -> None:

@@ -10,9 +10,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from app.cli.common import load_database_settings, run_in_container
 from app.cli.common import load_settings as _settings
-from app.cli.common import run_in_container
 from app.cli.embedded import use_bound_address_for_pushes
+from app.cli.startup import (
+    migrate_or_exit,
+    print_dev_banner,
+    refuse_if_port_taken,
+    refuse_unless_database_ready,
+)
 from app.db.migrations import upgrade_to_head
 from app.observability import configure_logging, prepare_metrics_dir
 
@@ -20,9 +26,8 @@ console = Console()
 
 
 def migrate() -> None:
-    """Apply database migrations up to head."""
-    settings = _settings()
-    upgrade_to_head(settings.database_url)
+    """Apply database migrations up to head (needs only REMINDERS_DATABASE_URL)."""
+    migrate_or_exit(load_database_settings().database_url, upgrade_to_head)
     console.print("[green]schema at head[/green]")
 
 
@@ -38,8 +43,12 @@ def serve(
     import uvicorn
 
     settings = _settings()
+    refuse_if_port_taken(host, port)
     if migrate_first if migrate_first is not None else settings.dev_mode:
-        upgrade_to_head(settings.database_url)
+        migrate_or_exit(settings.database_url, upgrade_to_head)
+    refuse_unless_database_ready(settings)
+    if settings.dev_mode:
+        print_dev_banner(console, settings, host, port)
     if settings.is_sqlite and workers > 1:
         console.print("[yellow]SQLite: one worker only (writes are serialized)[/yellow]")
         workers = 1

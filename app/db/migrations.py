@@ -34,6 +34,13 @@ def head_revisions() -> frozenset[str]:
     return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
 
 
+@cache
+def known_revisions() -> frozenset[str]:
+    """Every revision this version's migrations know (a database past them is newer)."""
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return frozenset(revision.revision for revision in script.walk_revisions())
+
+
 async def applied_revisions(conn: AsyncConnection) -> frozenset[str]:
     """The revisions the database says it is at (``alembic_version``)."""
     rows = await conn.execute(text("SELECT version_num FROM alembic_version"))

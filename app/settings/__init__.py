@@ -1,14 +1,54 @@
 """Configuration from the environment (prefix ``REMINDERS_``), built once and passed in."""
 
-from app.settings.core import DEFAULT_SQLITE_URL, Settings
+from typing import TypeVar
+
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings
+
+from app.settings.core import Settings
+from app.settings.database import DEFAULT_SQLITE_URL, DatabaseSettings
 from app.settings.embedded import EmbeddedQueueSettings
 from app.settings.infrai import InfraiSettings
+from app.settings.problems import ConfigurationProblems, describe, explain, merge
 from app.settings.secrets import SECRET_FIELDS
 
 __all__ = [
     "DEFAULT_SQLITE_URL",
     "SECRET_FIELDS",
+    "ConfigurationProblems",
+    "DatabaseSettings",
     "EmbeddedQueueSettings",
     "InfraiSettings",
     "Settings",
+    "explain",
+    "read_settings",
 ]
+
+_CLASSES = (Settings, DatabaseSettings, EmbeddedQueueSettings, InfraiSettings)
+S = TypeVar("S", bound=BaseSettings)
+
+
+def read_settings(cls: type[S]) -> S:
+    """Settings from the environment, or ``ConfigurationProblems`` naming every problem.
+
+    pydantic stops before the cross-field checks when a field does not parse; those
+    fields are then tried at their defaults, so the checks' problems are named too.
+    """
+    try:
+        return cls()
+    except ValidationError as error:
+        problems = describe(error, _CLASSES)
+        unparsed = {
+            str(item["loc"][0])
+            for item in error.errors()
+            if error.title == cls.__name__ and item["type"] != "value_error" and item["loc"]
+        }
+    defaults = {
+        name: cls.model_fields[name].get_default(call_default_factory=True) for name in unparsed
+    }
+    if defaults:
+        try:
+            cls(**defaults)
+        except ValidationError as again:
+            problems = merge(problems, describe(again, _CLASSES))
+    raise problems from None

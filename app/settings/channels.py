@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-from app.settings.secrets import DEV_CHANNEL_SECRETS, refuse_placeholder
+from app.settings.problems import MissingSecrets
+from app.settings.secrets import DEV_CHANNEL_SECRETS, is_placeholder
 
 
 def split_csv(value: object) -> object:
@@ -57,6 +58,10 @@ class ChannelSettings(BaseSettings):
             "email_api_key": self.email_provider == "email_api",
             "webhook_signing_secret": self.webhook_provider == "webhook",
         }
-        for name, needed in required.items():
-            if needed:
-                refuse_placeholder(f"REMINDERS_{name.upper()}", getattr(self, name))
+        missing = [
+            f"REMINDERS_{name.upper()}"
+            for name, needed in required.items()
+            if needed and is_placeholder(getattr(self, name))
+        ]
+        if missing:
+            raise MissingSecrets(missing)

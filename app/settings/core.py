@@ -9,6 +9,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from app.domain.retry import BackoffPolicy
 from app.settings.channels import ChannelSettings, split_csv
+from app.settings.database import DatabaseSettings
 from app.settings.embedded import EmbeddedQueueSettings
 from app.settings.google import (
     CloudTasksSettings,
@@ -17,23 +18,20 @@ from app.settings.google import (
     check_google_settings,
 )
 from app.settings.infrai import InfraiSettings, check_infrai_settings
-from app.settings.secrets import SECRET_FIELDS, is_placeholder, refuse_placeholder
-
-DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///./reminders.db"
+from app.settings.problems import MissingSecrets, gather
+from app.settings.secrets import DEV_PUSH_SECRET, SECRET_FIELDS, dev_token, is_placeholder
 
 
 # Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
 QueueKind = Literal["memory", "embedded", "infrai", "cloudtasks", "pubsub"]
 
 
-class Settings(ChannelSettings):
+class Settings(DatabaseSettings, ChannelSettings):
     """Every knob of the service; see the README's configuration table."""
 
     model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
 
     dev_mode: bool = False
-    database_url: str = DEFAULT_SQLITE_URL
-    database_pool_size: int = Field(default=16, ge=1)
 
     queue: QueueKind = "embedded"
     # A channel may use another queue kind than REMINDERS_QUEUE (e.g. webhooks via Pub/Sub).
@@ -90,24 +88,33 @@ class Settings(ChannelSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        # Every check runs, so one start names everything that must be fixed.
+        gather(
+            [
+                self._check_timeouts,
+                self._fill_dev_secrets if self.dev_mode else self._refuse_placeholder_secrets,
+                lambda: check_infrai_settings(
+                    self.infrai,
+                    queue="infrai" if "infrai" in self.queue_kinds_in_use else self.queue,
+                    lease_seconds=self.lease_seconds,
+                    max_attempts=self.max_attempts,
+                    dev_mode=self.dev_mode,
+                ),
+                lambda: self.check_channels(dev_mode=self.dev_mode),
+                self._check_queue_kinds,
+                self._check_embedded_retries,
+            ]
+        )
+        return self
+
+    def _check_timeouts(self) -> None:
         if self.provider_timeout_seconds >= self.lease_seconds:
             raise ValueError(
                 "REMINDERS_PROVIDER_TIMEOUT_SECONDS must be below REMINDERS_LEASE_SECONDS "
                 "so a lease never expires while its worker is still waiting on a provider"
             )
-        if self.dev_mode:
-            self._fill_dev_secrets()
-        else:
-            self._refuse_placeholder_secrets()
-        check_infrai_settings(
-            self.infrai,
-            queue="infrai" if "infrai" in self.queue_kinds_in_use else self.queue,
-            lease_seconds=self.lease_seconds,
-            max_attempts=self.max_attempts,
-            dev_mode=self.dev_mode,
-        )
-        self.check_channels(dev_mode=self.dev_mode)
-        self._check_queue_kinds()
+
+    def _check_embedded_retries(self) -> None:
         if "embedded" in self.queue_kinds_in_use and self.embedded.max_retries <= self.max_attempts:
             # The queue must keep redelivering until our own ledger gives up (and records a
             # dead letter); busy answers count as queue retries too.
@@ -115,7 +122,6 @@ class Settings(ChannelSettings):
                 "REMINDERS_EMBEDDED_MAX_RETRIES must be above REMINDERS_MAX_ATTEMPTS "
                 "so the queue never drops a message our ledger would still retry"
             )
-        return self
 
     def _check_queue_kinds(self) -> None:
         kinds: dict[str, str] = {}
@@ -135,28 +141,28 @@ class Settings(ChannelSettings):
         )
 
     def _refuse_placeholder_secrets(self) -> None:
-        for name in SECRET_FIELDS:
-            refuse_placeholder(f"REMINDERS_{name.upper()}", getattr(self, name))
+        missing = [
+            f"REMINDERS_{name.upper()}"
+            for name in SECRET_FIELDS
+            if is_placeholder(getattr(self, name))
+        ]
         if not self.push_secrets or any(is_placeholder(s) for s in self.push_secrets):
-            raise ValueError("REMINDERS_PUSH_SECRETS is empty or holds a placeholder")
+            missing.append("REMINDERS_PUSH_SECRETS")
+        if missing:
+            raise MissingSecrets(missing)
 
     def _fill_dev_secrets(self) -> None:
         # Dev mode only: well-known values so the one-command run works without setup.
         for name in SECRET_FIELDS:
             if not getattr(self, name).get_secret_value():
-                object.__setattr__(self, name, SecretStr(f"dev-{name.replace('_', '-')}"))
+                object.__setattr__(self, name, SecretStr(dev_token(name)))
         if not self.push_secrets:
-            object.__setattr__(self, "push_secrets", [SecretStr("dev-push-secret")])
+            object.__setattr__(self, "push_secrets", [SecretStr(DEV_PUSH_SECRET)])
 
     @property
     def backoff(self) -> BackoffPolicy:
         """The retry policy these settings describe."""
         return BackoffPolicy(self.backoff_base_seconds, self.backoff_cap_seconds)
-
-    @property
-    def is_sqlite(self) -> bool:
-        """True when the database is SQLite (writes are then serialized on one connection)."""
-        return self.database_url.startswith("sqlite")
 
     @property
     def channel_queues(self) -> dict[str, str]:

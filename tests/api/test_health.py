@@ -38,6 +38,7 @@ async def test_not_ready_while_migrations_are_pending(client, container):
         response = await client.get("/readyz")
         assert response.status_code == 503
         assert response.json()["status"] == "migrations_pending"
+        assert response.json()["reason"].endswith("run `reminders migrate`")
     finally:
         async with container.engine.begin() as conn:
             await conn.execute(text("DELETE FROM alembic_version"))
@@ -62,6 +63,8 @@ async def test_a_silent_database_gives_503_within_the_timeout(container, setting
         silent.close()
         await asyncio.wait_for(engine.dispose(), 5)
     assert response.status_code == 503
-    assert response.json()["database"] == "no answer within 0.5s"
+    assert response.json()["status"] == "unavailable"
+    assert response.json()["reason"].startswith("the database at 127.0.0.1:")
+    assert "did not answer within 0.5 s" in response.json()["reason"]
     assert time.monotonic() - started < 5
     assert (await _get(stalled, "/healthz")).status_code == 200

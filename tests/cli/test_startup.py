@@ -1,0 +1,273 @@
+"""A fresh install, given each common mistake, answers in one or two lines and exits 1.
+
+Each test runs the real ``reminders`` command in a clean environment (no REMINDERS_* but
+what the test sets), as a new user would from a shell or a container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import PG_ADMIN_URL, _create_pg_database, _drop_pg_database
+
+REMINDERS = str(Path(sys.executable).parent / "reminders")
+SECRETS = {
+    "REMINDERS_API_TOKEN": "t-api-1",
+    "REMINDERS_CRON_TOKEN": "t-cron-1",
+    "REMINDERS_ADMIN_TOKEN": "t-admin-1",
+    "REMINDERS_PUSH_SECRETS": "t-push-1",
+}
+
+
+def _env(tmp_path: Path, **values: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("REMINDERS_")}
+    return {**base, "COLUMNS": "200", "REMINDERS_OUTBOX_DIR": str(tmp_path / "outbox"), **values}
+
+
+def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [REMINDERS, *args],
+        env=_env(tmp_path, **env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _pg_url(name: str, scheme: str = "postgresql") -> str:
+    return f"{scheme}://{PG_ADMIN_URL.split('://', 1)[1].rsplit('/', 1)[0]}/{name}"
+
+
+@pytest.fixture
+def empty_pg_database() -> Iterator[str]:
+    """A PostgreSQL database that exists and has no schema; its name."""
+    name = f"rr_start_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_create_pg_database(name))
+    try:
+        yield name
+    finally:
+        asyncio.run(_drop_pg_database(name))
+
+
+def test_no_secrets_names_every_missing_one_and_dev_mode(tmp_path):
+    """serve without secrets: exit 1, two lines — all four variables at once, then the
+    local way out — and no pydantic boilerplate."""
+    result = _run(tmp_path, "serve", "--port", str(_free_port()))
+    assert result.returncode == 1
+    lines = _lines(result.stderr)
+    assert len(lines) == 2, result.stderr
+    for name in SECRETS:
+        assert name in lines[0]
+    assert "REMINDERS_DEV_MODE=1" in lines[1]
+    assert "Value error" not in result.stderr and "pydantic" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_every_configuration_problem_is_reported_at_once(tmp_path):
+    """A value that does not parse, a contradiction and missing secrets: one run names all."""
+    result = _run(
+        tmp_path,
+        "serve",
+        REMINDERS_LEASE_SECONDS="soon",
+        REMINDERS_PROVIDER_TIMEOUT_SECONDS="90",
+    )
+    assert result.returncode == 1
+    text = result.stderr
+    assert "REMINDERS_LEASE_SECONDS" in text and "REMINDERS_PROVIDER_TIMEOUT_SECONDS" in text
+    assert "REMINDERS_API_TOKEN" in text and "REMINDERS_DEV_MODE=1" in text
+    assert "Traceback" not in text and "validation error" not in text
+
+
+def test_migrate_needs_no_secret(tmp_path):
+    """migrate needs only the database URL (sqlite:// without a driver is accepted)."""
+    result = _run(tmp_path, "migrate", REMINDERS_DATABASE_URL="sqlite:///fresh.db")
+    assert result.returncode == 0, result.stderr
+    tables = sqlite3.connect(tmp_path / "fresh.db").execute(
+        "SELECT version_num FROM alembic_version"
+    )
+    assert tables.fetchall()
+
+
+def test_serve_refuses_an_unmigrated_database(tmp_path):
+    """A database without the schema: exit 1 before serving, one line naming the fix."""
+    sqlite3.connect(tmp_path / "empty.db").close()
+    result = _run(
+        tmp_path,
+        "serve",
+        "--port",
+        str(_free_port()),
+        REMINDERS_DATABASE_URL="sqlite+aiosqlite:///empty.db",
+        **SECRETS,
+    )
+    assert result.returncode == 1
+    assert _lines(result.stderr) == [
+        "reminders: the database has no schema yet: run `reminders migrate`"
+    ]
+    assert "Application startup" not in result.stdout
+
+
+def test_serve_refuses_a_database_that_does_not_exist(tmp_path, db_backend):
+    """No database: exit 1, one line saying to create it (SQLite: migrate creates the file)."""
+    if db_backend == "sqlite":
+        url, fix = "sqlite+aiosqlite:///missing.db", "run `reminders migrate`"
+    else:
+        name = f"rr_missing_{uuid.uuid4().hex[:10]}"
+        url, fix = _pg_url(name), f"create it (createdb {name}"
+    result = _run(
+        tmp_path, "serve", "--port", str(_free_port()), REMINDERS_DATABASE_URL=url, **SECRETS
+    )
+    assert result.returncode == 1
+    [line] = _lines(result.stderr)
+    assert "does not exist" in line and fix in line
+    assert not (tmp_path / "missing.db").exists()  # nothing created on the way
+
+
+def test_serve_refuses_a_database_it_cannot_reach(tmp_path):
+    """Nothing listens on the port: exit 1, one line with host, port and what to check."""
+    port = _free_port()
+    url = f"postgresql://postgres@127.0.0.1:{port}/reminders"
+    result = _run(
+        tmp_path, "serve", "--port", str(_free_port()), REMINDERS_DATABASE_URL=url, **SECRETS
+    )
+    assert result.returncode == 1
+    [line] = _lines(result.stderr)
+    assert f"cannot connect to the database at 127.0.0.1:{port}" in line
+    assert "REMINDERS_DATABASE_URL" in line
+
+
+@pytest.mark.slow
+def test_postgresql_urls_as_hosting_providers_give_them_work(tmp_path, empty_pg_database):
+    """postgresql:// to migrate and postgres:// to serve: both reach asyncpg; ready."""
+    migrated = _run(tmp_path, "migrate", REMINDERS_DATABASE_URL=_pg_url(empty_pg_database))
+    assert migrated.returncode == 0, migrated.stderr
+    port = _free_port()
+    env = _env(tmp_path, REMINDERS_DATABASE_URL=_pg_url(empty_pg_database, "postgres"), **SECRETS)
+    server = subprocess.Popen(
+        [REMINDERS, "serve", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = _poll(f"http://127.0.0.1:{port}/readyz", server)
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert "psycopg" not in stderr and "Traceback" not in stderr
+
+
+def test_a_port_in_use_fails_before_any_background_work(tmp_path):
+    """Another process holds the port: exit 1, one line; no sweep or dispatch ran first."""
+    assert _run(tmp_path, "migrate", REMINDERS_DATABASE_URL="sqlite:///db.sqlite").returncode == 0
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = _run(
+            tmp_path,
+            "serve",
+            "--port",
+            str(port),
+            REMINDERS_DATABASE_URL="sqlite:///db.sqlite",
+            **SECRETS,
+        )
+    assert result.returncode == 1
+    [line] = _lines(result.stderr)
+    assert f"cannot listen on 127.0.0.1:{port}" in line and "--port" in line
+    assert result.stdout == ""  # not a log line: nothing started, nothing swept
+
+
+@pytest.mark.slow
+def test_serve_waits_for_the_database_when_told_to(tmp_path):
+    """REMINDERS_DATABASE_WAIT_SECONDS: serve says what it waits for, and starts once the
+    database is migrated meanwhile (a container started beside its migration job)."""
+    port = _free_port()
+    env = _env(
+        tmp_path,
+        REMINDERS_DATABASE_URL="sqlite:///later.db",
+        REMINDERS_DATABASE_WAIT_SECONDS="60",
+        **SECRETS,
+    )
+    server = subprocess.Popen(
+        [REMINDERS, "serve", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        waiting = server.stderr.readline()
+        assert waiting.startswith("reminders: waiting for the database: ")
+        assert "does not exist" in waiting
+        assert (
+            _run(tmp_path, "migrate", REMINDERS_DATABASE_URL="sqlite:///later.db").returncode == 0
+        )
+        assert _poll(f"http://127.0.0.1:{port}/readyz", server).status_code == 200
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+@pytest.mark.slow
+def test_dev_mode_prints_its_urls_and_the_tokens_it_filled_in(tmp_path):
+    """Dev mode: /docs, /admin and the dev tokens on stdout; a token you set is not shown."""
+    port = _free_port()
+    env = _env(tmp_path, REMINDERS_DEV_MODE="1", REMINDERS_ADMIN_TOKEN="my-own-admin-token")
+    server = subprocess.Popen(
+        [REMINDERS, "serve", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner = [server.stdout.readline() for _ in range(6)]
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    text = "".join(banner)
+    assert f"http://127.0.0.1:{port}/docs" in text and f"http://127.0.0.1:{port}/admin" in text
+    assert "dev-api-token" in text and "dev-cron-token" in text and "dev-push-secret" in text
+    assert "my-own-admin-token" not in text and "dev-admin-token" not in text
+
+
+def _poll(url: str, server: subprocess.Popen[str]) -> httpx.Response:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"serve exited: {server.communicate()}")
+        try:
+            return httpx.get(url, timeout=2)
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within 60 s")
