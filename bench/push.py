@@ -16,9 +16,10 @@ Each repetition, on 127.0.0.1:
    Then the same ``wrk`` script sends the N deliveries (**new**: each reminder → ``sent``),
    then the same N messages again (**duplicate**: each → ``duplicate``, no provider call).
    With ``--paced`` two more phases offer a fixed rate (0.20 and 0.50 of this repetition's
-   bare rate, the throughput the hot path is held to) to measure p99 *at those rates*; closed-loop latency at
-   concurrency C is mostly queueing (mean ≈ C / rate). Afterwards the database must hold
-   exactly one ``sent`` ledger row per reminder, every reminder ``done``, one outbox file each.
+   bare rate, the throughput the hot path is held to) to measure p99 *at those rates*;
+   closed-loop latency at concurrency C is mostly queueing (mean ≈ C / rate). Afterwards
+   the database must hold exactly one ``sent`` ledger row per reminder, every reminder
+   ``done``, one outbox file each.
 
 Every phase is preceded by a warm-up of ``--warmup`` requests on fresh reminders. Any answer
 other than the expected status and outcome, and any wrk socket error, is counted and printed;
