@@ -211,7 +211,7 @@ def test_every_docs_page_is_reachable_from_the_docs_index():
 @pytest.mark.parametrize(
     ("source", "target", "expected"),
     [
-        ("README.md", "../shared/x.md", None),
+        ("README.md", "../elsewhere/x.md", None),
         ("docs/README.md", "../README.md", "README.md"),
         ("docs/queues/infrai.md", "../http-contract.md", "docs/http-contract.md"),
         ("docs/queues/infrai.md", "../../../x", None),
@@ -225,7 +225,7 @@ def test_relative_paths_are_judged_from_their_file(source, target, expected):
 
 def test_the_checks_catch_what_they_are_for():
     """A climbing path, a notebook citation and a missing anchor are each reported."""
-    assert climbing_paths("README.md", "see ../shared/notes") == ["README.md: ../shared/notes"]
+    assert climbing_paths("README.md", "see ../elsewhere/notes") == ["README.md: ../elsewhere/notes"]
     assert climbing_paths("docs/a.md", "see ../README.md") == []
     assert climbing_paths("app/x.py", "see ../notes", from_root=True) == ["app/x.py: ../notes"]
     assert forbidden_names("a.py", "# as " + "DESIGN" + " \u00a78 says")
