@@ -52,7 +52,7 @@ def create_app(
             if built is None:
                 built = await stack.enter_async_context(open_container(settings or Settings()))
             app.state.container = built
-            configure_logging(built.settings.log_level)
+            configure_logging(built.settings.log_level, log_format=built.settings.log_format)
             if in_background and runs_in_serve(built.settings):
                 # Stopped before the container closes: in-flight rounds finish first.
                 stack.push_async_callback(start_embedded_work(built).stop)

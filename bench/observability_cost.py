@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from app.api.request_id import RequestIdMiddleware
+from app.api.request_log import RequestLogMiddleware
 from app.domain.messages import Delivery
 from app.domain.states import Outcome
 from app.observability import configure_logging, record_delivery
@@ -61,7 +61,7 @@ def main() -> None:
         configure_logging("INFO", stream=sink)
         per_delivery = time_record_delivery()
     bare = asyncio.run(_time_app(_bare))
-    wrapped = asyncio.run(_time_app(RequestIdMiddleware(_bare)))
+    wrapped = asyncio.run(_time_app(RequestLogMiddleware(_bare)))
     print(f"record_delivery: {per_delivery:.1f} us/call")
     print(f"request-id middleware: {wrapped - bare:.1f} us/request")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app.api.request_id import RequestIdMiddleware
+from app.api.request_log import RequestLogMiddleware
 
 from . import dead_letters, metrics
 from .ui import admin
@@ -15,4 +15,4 @@ def install_operations(app: FastAPI) -> None:
     app.include_router(dead_letters.router)
     app.include_router(admin.router)
     app.include_router(metrics.router)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestLogMiddleware)

@@ -53,7 +53,7 @@ def serve(
         console.print("[yellow]SQLite: one worker only (writes are serialized)[/yellow]")
         workers = 1
     use_bound_address_for_pushes(host, port)
-    configure_logging(settings.log_level)  # JSON lines, uvicorn's own included
+    configure_logging(settings.log_level, log_format=settings.log_format)  # uvicorn's too
     prepare_metrics_dir(workers)
     uvicorn.run(
         "app.main:create_app",

@@ -1,6 +1,6 @@
 """Metrics and structured logs (the request-id middleware is the API's: ``app.api.request_id``)."""
 
-from app.observability.logs import StdoutHandler, configure_logging, json_formatter
+from app.observability.logs import StdoutHandler, configure_logging, record_formatter
 from app.observability.metrics import (
     SWEEP_ENQUEUED,
     InstrumentedProvider,
@@ -17,9 +17,9 @@ __all__ = [
     "StdoutHandler",
     "configure_logging",
     "instrument_providers",
-    "json_formatter",
     "prepare_metrics_dir",
     "record_delivery",
+    "record_formatter",
     "record_push_refused",
     "record_sweep",
 ]

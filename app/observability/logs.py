@@ -1,4 +1,6 @@
-"""Structured logs: structlog JSON lines on stdout, configured once at startup.
+"""Structured logs on stdout, configured once at startup: JSON lines for machines (stdout
+is not a terminal, or ``REMINDERS_LOG_FORMAT=json``), structlog's console format for people
+(a terminal, or ``REMINDERS_LOG_FORMAT=console``). The fields are the same either way.
 
 structlog events (the per-delivery line) take the fast path: processors render JSON and
 a tiny writer puts it on stdout (measured ~10x cheaper than routing through stdlib
@@ -37,7 +39,7 @@ class JsonLineWriter:
 
     def msg(self, message: str) -> None:
         """Write one line."""
-        stream = _stream or sys.stdout
+        stream = _output()
         stream.write(message + "\n")
         stream.flush()
 
@@ -48,13 +50,27 @@ def _writer(name: str = "", *_: Any) -> JsonLineWriter:
     return JsonLineWriter(name)
 
 
-def _configure_structlog(level: int) -> None:
+def _renderer(log_format: str) -> Any:
+    if log_format == "console":
+        return structlog.dev.ConsoleRenderer(colors=_output().isatty())
+    return structlog.processors.JSONRenderer(serializer=_orjson_dumps)
+
+
+def _output() -> TextIO:
+    return _stream or sys.stdout
+
+
+def resolve_format(log_format: str) -> str:
+    """``json`` or ``console``: ``auto`` is console on a terminal, JSON anywhere else."""
+    if log_format != "auto":
+        return log_format
+    return "console" if _output().isatty() else "json"
+
+
+def _configure_structlog(level: int, log_format: str = "json") -> None:
+    exceptions = [] if log_format == "console" else [structlog.processors.format_exc_info]
     structlog.configure(
-        processors=[
-            *_SHARED_PROCESSORS,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_orjson_dumps),
-        ],
+        processors=[*_SHARED_PROCESSORS, *exceptions, _renderer(log_format)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=_writer,
         cache_logger_on_first_use=True,
@@ -64,14 +80,15 @@ def _configure_structlog(level: int) -> None:
 _configure_structlog(logging.INFO)  # at import, so no logger is ever cached with defaults
 
 
-def json_formatter() -> logging.Formatter:
-    """Renders plain ``logging`` records as the same JSON lines."""
+def record_formatter(log_format: str = "json") -> logging.Formatter:
+    """Renders plain ``logging`` records as the same lines as structlog's (JSON by default)."""
+    exceptions = [] if log_format == "console" else [structlog.processors.format_exc_info]
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_SHARED_PROCESSORS,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_orjson_dumps),
+            *exceptions,
+            _renderer(log_format),
         ],
     )
 
@@ -82,24 +99,28 @@ class StdoutHandler(logging.StreamHandler):
     @property
     def stream(self) -> TextIO:
         """The configured stream, else the current stdout."""
-        return _stream or sys.stdout
+        return _output()
 
     @stream.setter
     def stream(self, value: TextIO) -> None:
         pass  # logging.StreamHandler.__init__ assigns it; the property decides
 
 
-def configure_logging(level: str = "INFO", *, stream: TextIO | None = None) -> None:
-    """JSON logs on stdout for structlog and stdlib loggers (idempotent; call at startup)."""
+def configure_logging(
+    level: str = "INFO", *, log_format: str = "auto", stream: TextIO | None = None
+) -> None:
+    """Logs on stdout for structlog and stdlib loggers, in ``log_format`` (``auto``, ``json`` or
+    ``console``); idempotent, call at startup."""
     global _stream
     _stream = stream
     numeric = logging.getLevelNamesMapping()[level]
-    _configure_structlog(numeric)
+    chosen = resolve_format(log_format)
+    _configure_structlog(numeric, chosen)
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, StdoutHandler)]:
         root.removeHandler(handler)
     handler = StdoutHandler()
-    handler.setFormatter(json_formatter())
+    handler.setFormatter(record_formatter(chosen))
     root.addHandler(handler)
     root.setLevel(numeric)
     # uvicorn's own loggers propagate to the root handler instead of printing text; the

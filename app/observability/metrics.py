@@ -109,8 +109,12 @@ def _safe_detail(answer: DeliveryDecision) -> str | None:
     return answer.detail.split(":", 1)[0]
 
 
-def record_delivery(delivery: Delivery, answer: DeliveryDecision, duration: float) -> None:
-    """Count and log one delivery decision (called by the push route and the pull worker)."""
+def record_delivery(
+    delivery: Delivery, answer: DeliveryDecision, duration: float, **request: object
+) -> None:
+    """Count and log one delivery decision (called by the push route and the pull worker).
+    ``request``: the push route's method, route and status, making this line its request's
+    access line too (one line per request)."""
     queue = delivery.queue[:_LABEL_MAX]
     channel = answer.channel or "none"
     DELIVERIES.labels(queue, channel, answer.outcome.value).inc()
@@ -131,6 +135,7 @@ def record_delivery(delivery: Delivery, answer: DeliveryDecision, duration: floa
         retry_after=answer.retry_after,
         detail=_safe_detail(answer),
         duration_ms=round(duration * 1000, 3),
+        **request,
     )
 
 

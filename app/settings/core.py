@@ -76,6 +76,8 @@ class Settings(DatabaseSettings, ChannelSettings):
     retention_batch_size: int = Field(default=500, ge=1, le=10000)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # auto: a console format on a terminal, JSON lines anywhere else (containers, files).
+    log_format: Literal["auto", "json", "console"] = "auto"
     readyz_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     admin_session_seconds: float = Field(default=8 * 3600, gt=0)
     # Optional bearer token of GET /metrics (empty: open; restrict it at the network then).

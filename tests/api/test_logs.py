@@ -2,6 +2,7 @@
 
 import io
 import logging
+import re
 
 import orjson
 import pytest
@@ -80,3 +81,93 @@ async def test_a_sane_request_id_is_kept_and_a_hostile_one_replaced(client, log_
     for bad in (b'a"b}<script>', b"y" * 300, "\u00ff".encode("latin-1")):
         hostile = await client.get("/healthz", headers={"X-Request-ID": bad})
         assert len(hostile.headers["x-request-id"]) == 32  # a fresh uuid4 hex
+
+
+async def test_each_api_request_is_one_access_line_with_the_route_template(
+    client, clock, log_lines
+):
+    """Method, route template, status, duration and request id — not the path's ids, not
+    the token, not the body."""
+    await put_customer(client, "cust_path_7731", email="ada@example.com")
+    response = await client.put(
+        "/v1/reminders/r-path-7731",
+        json={"customer_id": "nobody-7731", "kind": "renewal", "due_at": clock.now.isoformat(),
+              "channels": ["email"]},
+        headers={"Authorization": f"Bearer {API_TOKEN}", "X-Request-ID": "req-42"},
+    )  # fmt: skip
+    assert response.status_code == 422
+    await client.get("/no/such/route-7731")
+    requests = [line for line in log_lines() if line.get("event") == "request"]
+    customer, reminder, unknown = requests
+    assert customer["route"] == "/v1/customers/{customer_id}" and customer["status"] == 200
+    assert reminder == {
+        **reminder,
+        "method": "PUT",
+        "route": "/v1/reminders/{reminder_id}",
+        "status": 422,
+        "request_id": "req-42",
+        "logger": "reminders.access",
+    }
+    assert isinstance(reminder["duration_ms"], float)
+    assert unknown["route"] is None and unknown["status"] == 404
+    raw = "\n".join(orjson.dumps(line).decode() for line in requests)
+    for forbidden in ("7731", API_TOKEN, "ada@example.com"):
+        assert forbidden not in raw
+
+
+async def test_a_push_request_is_one_line_its_delivery_line(
+    client, clock, publisher, provider, log_lines
+):
+    """A delivery's line is its request's access line (method, route, status added); a
+    refused push, which has no delivery, gets an access line with its 401."""
+    await put_customer(client, "cust_push")
+    await put_reminder(client, "r:push-line", customer_id="cust_push", due_at=clock.now)
+    await sweep(client)
+    [message] = publisher.drain()
+    answered = await push_message(client, message)
+    refused = await client.post("/push/reminders", content=b"{}")
+    assert refused.status_code == 401
+    lines = [line for line in log_lines() if line.get("event") in ("request", "delivery")]
+    by_request = {}
+    for line in lines:
+        by_request.setdefault(line["request_id"], []).append(line)
+    [delivery] = by_request[answered.headers["x-request-id"]]
+    assert delivery["event"] == "delivery" and delivery["outcome"] == "sent"
+    assert (delivery["method"], delivery["route"], delivery["status"]) == (
+        "POST",
+        "/push/{queue}",
+        200,
+    )
+    [access] = by_request[refused.headers["x-request-id"]]
+    assert (access["event"], access["route"], access["status"]) == ("request", "/push/{queue}", 401)
+
+
+@pytest.mark.parametrize(
+    ("log_format", "tty", "json_lines"),
+    [("auto", False, True), ("auto", True, False), ("console", False, False), ("json", True, True)],
+)
+def test_json_off_a_terminal_console_on_one_unless_told(log_format, tty, json_lines):
+    """auto: JSON lines when stdout is not a terminal, the console format when it is;
+    REMINDERS_LOG_FORMAT=json|console overrides either way."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    out = Terminal()
+    configure_logging("INFO", log_format=log_format, stream=out)
+    try:
+        import structlog
+
+        structlog.get_logger("reminders.access").info("request", method="GET", status=200)
+        logging.getLogger("uvicorn.error").info("Started server process")
+    finally:
+        configure_logging("INFO", stream=io.StringIO())
+        log_output._stream = None
+    first, second = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue()).splitlines()
+    if json_lines:
+        assert orjson.loads(first)["method"] == "GET"
+        assert orjson.loads(second)["event"] == "Started server process"
+    else:
+        assert not first.startswith("{") and "request" in first and "method=GET" in first
+        assert "Started server process" in second and not second.startswith("{")

@@ -238,9 +238,15 @@ def test_serve_waits_for_the_database_when_told_to(tmp_path):
 
 @pytest.mark.slow
 def test_dev_mode_prints_its_urls_and_the_tokens_it_filled_in(tmp_path):
-    """Dev mode: /docs, /admin and the dev tokens on stdout; a token you set is not shown."""
+    """Dev mode: /docs, /admin and the dev tokens on stdout; a token you set is not shown.
+    REMINDERS_LOG_FORMAT=console: the log lines that follow are for people, not JSON."""
     port = _free_port()
-    env = _env(tmp_path, REMINDERS_DEV_MODE="1", REMINDERS_ADMIN_TOKEN="my-own-admin-token")
+    env = _env(
+        tmp_path,
+        REMINDERS_DEV_MODE="1",
+        REMINDERS_ADMIN_TOKEN="my-own-admin-token",
+        REMINDERS_LOG_FORMAT="console",
+    )
     server = subprocess.Popen(
         [REMINDERS, "serve", "--port", str(port)],
         env=env,
@@ -252,6 +258,7 @@ def test_dev_mode_prints_its_urls_and_the_tokens_it_filled_in(tmp_path):
     try:
         assert server.stdout is not None
         banner = [server.stdout.readline() for _ in range(6)]
+        first_log = server.stdout.readline()
     finally:
         server.terminate()
         server.communicate(timeout=30)
@@ -259,6 +266,7 @@ def test_dev_mode_prints_its_urls_and_the_tokens_it_filled_in(tmp_path):
     assert f"http://127.0.0.1:{port}/docs" in text and f"http://127.0.0.1:{port}/admin" in text
     assert "dev-api-token" in text and "dev-cron-token" in text and "dev-push-secret" in text
     assert "my-own-admin-token" not in text and "dev-admin-token" not in text
+    assert "Started server process" in first_log and not first_log.startswith("{")
 
 
 def _poll(url: str, server: subprocess.Popen[str]) -> httpx.Response:

@@ -225,7 +225,7 @@ def test_relative_paths_are_judged_from_their_file(source, target, expected):
 
 def test_the_checks_catch_what_they_are_for():
     """A climbing path, a notebook citation and a missing anchor are each reported."""
-    assert climbing_paths("README.md", "see ../elsewhere/notes") == ["README.md: ../elsewhere/notes"]
+    assert climbing_paths("README.md", "see ../away/notes") == ["README.md: ../away/notes"]
     assert climbing_paths("docs/a.md", "see ../README.md") == []
     assert climbing_paths("app/x.py", "see ../notes", from_root=True) == ["app/x.py: ../notes"]
     assert forbidden_names("a.py", "# as " + "DESIGN" + " \u00a78 says")
