@@ -11,21 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from app.cli import cli
+from app.cli import ORDER, cli
 from app.cli.tables import Column, fitted_table
 
 REMINDERS = str(Path(sys.executable).parent / "reminders")
-NEWCOMER_ORDER = [
-    "demo",
-    "serve",
-    "migrate",
-    "sweep",
-    "dead-letters",
-    "dispatch",
-    "setup-infrai",
-    "check",
-    "worker",
-]
 
 
 def _every_command_path() -> list[list[str]]:
@@ -50,7 +39,9 @@ def test_top_level_help_lists_commands_in_newcomer_order_within_80_columns():
         for line in shown.stdout.split("Commands", 1)[1].splitlines()
         if line.startswith("│ ") and not line.startswith("│  ")
     ]
-    assert listed == NEWCOMER_ORDER
+    assert listed == list(ORDER)
+    assert ORDER[:3] == ("demo", "serve", "migrate")  # try it, run it, set it up
+    assert ORDER[-3:] == ("setup-infrai", "check", "worker")  # the managed queue last
     assert "``" not in shown.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
 

@@ -165,14 +165,7 @@ def test_postgresql_urls_as_hosting_providers_give_them_work(tmp_path, empty_pg_
     assert migrated.returncode == 0, migrated.stderr
     port = _free_port()
     env = _env(tmp_path, REMINDERS_DATABASE_URL=_pg_url(empty_pg_database, "postgres"), **SECRETS)
-    server = subprocess.Popen(
-        [REMINDERS, "serve", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = _serve(tmp_path, env, port)
     try:
         ready = _poll(f"http://127.0.0.1:{port}/readyz", server)
         assert ready.status_code == 200 and ready.json()["status"] == "ready"
@@ -214,14 +207,7 @@ def test_serve_waits_for_the_database_when_told_to(tmp_path):
         REMINDERS_DATABASE_WAIT_SECONDS="60",
         **SECRETS,
     )
-    server = subprocess.Popen(
-        [REMINDERS, "serve", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = _serve(tmp_path, env, port)
     try:
         assert server.stderr is not None
         waiting = server.stderr.readline()
@@ -247,14 +233,7 @@ def test_dev_mode_prints_its_urls_and_the_tokens_it_filled_in(tmp_path):
         REMINDERS_ADMIN_TOKEN="my-own-admin-token",
         REMINDERS_LOG_FORMAT="console",
     )
-    server = subprocess.Popen(
-        [REMINDERS, "serve", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = _serve(tmp_path, env, port)
     try:
         assert server.stdout is not None
         banner = [server.stdout.readline() for _ in range(6)]
@@ -267,6 +246,17 @@ def test_dev_mode_prints_its_urls_and_the_tokens_it_filled_in(tmp_path):
     assert "dev-api-token" in text and "dev-cron-token" in text and "dev-push-secret" in text
     assert "my-own-admin-token" not in text and "dev-admin-token" not in text
     assert "Started server process" in first_log and not first_log.startswith("{")
+
+
+def _serve(tmp_path: Path, env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [REMINDERS, "serve", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _poll(url: str, server: subprocess.Popen[str]) -> httpx.Response:
