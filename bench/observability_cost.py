@@ -1,8 +1,10 @@
-"""What observability costs per delivery: ``record_delivery`` and the request-id middleware.
+"""What observability costs per request: ``record_delivery`` and the request-log middleware.
 
 ``python -m bench.observability_cost`` prints microseconds per call, measured in-process
 (no network) so the numbers isolate our code: the metric updates plus the JSON log line
-written to /dev/null, and the ASGI middleware around a do-nothing app.
+written to /dev/null, and the ASGI middleware (request id, access line) around a
+do-nothing app — for an API request (the middleware writes the access line) and for a push
+(the route's delivery line is the access line: the middleware writes none).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from app.api.request_log import RequestLogMiddleware
+from app.api.request_log import LOGGED, RequestLogMiddleware
 from app.domain.messages import Delivery
 from app.domain.states import Outcome
 from app.observability import configure_logging, record_delivery
@@ -25,11 +27,12 @@ def time_record_delivery() -> float:
     """Microseconds per ``record_delivery`` call (metrics + one JSON line)."""
     delivery = Delivery("reminders", "0193a9f1-6f1e-7c2a-9b7e-1234567890ab", {}, attempt=1)
     answer = Answer(Outcome.SENT, reminder_id="digest:cust_1842:2026-W33", channel="email")
+    request = {"method": "POST", "route": "/push/{queue}", "status": 200}
     for _ in range(1000):
-        record_delivery(delivery, answer, 0.0012)
+        record_delivery(delivery, answer, 0.0012, **request)
     started = time.perf_counter()
     for _ in range(N):
-        record_delivery(delivery, answer, 0.0012)
+        record_delivery(delivery, answer, 0.0012, **request)
     return (time.perf_counter() - started) / N * 1e6
 
 
@@ -38,8 +41,13 @@ async def _bare(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
+async def _push(scope: Any, receive: Any, send: Any) -> None:
+    scope[LOGGED] = True  # as the push route does after its delivery line
+    await _bare(scope, receive, send)
+
+
 async def _time_app(app: Any) -> float:
-    scope = {"type": "http", "headers": [(b"x-request-id", b"abc-123")]}
+    scope = {"type": "http", "method": "POST", "headers": [(b"x-request-id", b"abc-123")]}
 
     async def receive() -> dict[str, str]:
         return {"type": "http.request"}
@@ -58,12 +66,14 @@ async def _time_app(app: Any) -> float:
 def main() -> None:
     """Print the measurements."""
     with open(os.devnull, "w") as sink:
-        configure_logging("INFO", stream=sink)
+        configure_logging("INFO", log_format="json", stream=sink)
         per_delivery = time_record_delivery()
-    bare = asyncio.run(_time_app(_bare))
-    wrapped = asyncio.run(_time_app(RequestLogMiddleware(_bare)))
+        bare = asyncio.run(_time_app(_bare))
+        api = asyncio.run(_time_app(RequestLogMiddleware(_bare)))
+        push = asyncio.run(_time_app(RequestLogMiddleware(_push)))
     print(f"record_delivery: {per_delivery:.1f} us/call")
-    print(f"request-id middleware: {wrapped - bare:.1f} us/request")
+    print(f"request-log middleware, API request (access line): {api - bare:.1f} us/request")
+    print(f"request-log middleware, push (no second line): {push - bare:.1f} us/request")
 
 
 if __name__ == "__main__":
