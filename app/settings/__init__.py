@@ -8,6 +8,7 @@ from pydantic_settings import BaseSettings
 from app.settings.core import Settings
 from app.settings.database import DEFAULT_SQLITE_URL, DatabaseSettings
 from app.settings.embedded import EmbeddedQueueSettings
+from app.settings.google import CloudTasksSettings, GooglePushSettings, PubSubSettings
 from app.settings.infrai import InfraiSettings
 from app.settings.problems import ConfigurationProblems, describe, explain, merge
 from app.settings.secrets import SECRET_FIELDS
@@ -24,7 +25,16 @@ __all__ = [
     "read_settings",
 ]
 
-_CLASSES = (Settings, DatabaseSettings, EmbeddedQueueSettings, InfraiSettings)
+# Every settings class, so that a field error names its variable with the right prefix.
+_CLASSES = (
+    Settings,
+    DatabaseSettings,
+    EmbeddedQueueSettings,
+    InfraiSettings,
+    CloudTasksSettings,
+    PubSubSettings,
+    GooglePushSettings,
+)
 S = TypeVar("S", bound=BaseSettings)
 
 

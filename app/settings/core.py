@@ -21,7 +21,6 @@ from app.settings.infrai import InfraiSettings, check_infrai_settings
 from app.settings.problems import MissingSecrets, gather
 from app.settings.secrets import DEV_PUSH_SECRET, SECRET_FIELDS, dev_token, is_placeholder
 
-
 # Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
 QueueKind = Literal["memory", "embedded", "infrai", "cloudtasks", "pubsub"]
 
