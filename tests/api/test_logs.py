@@ -160,7 +160,9 @@ def test_json_off_a_terminal_console_on_one_unless_told(log_format, tty, json_li
         import structlog
 
         structlog.get_logger("reminders.access").info("request", method="GET", status=200)
-        logging.getLogger("uvicorn.error").info("Started server process")
+        # A logger of its own: one configured elsewhere may have been disabled by an earlier
+        # test's logging.config call (alembic's fileConfig does that to existing loggers).
+        logging.getLogger(f"tests.log_format.{log_format}.{tty}").info("Started server process")
     finally:
         configure_logging("INFO", stream=io.StringIO())
         log_output._stream = None
