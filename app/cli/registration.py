@@ -27,7 +27,7 @@ def import_command(
     batch_size: Annotated[int, typer.Option(min=1, max=1000, help="Lines per batch.")] = 1000,
 ) -> None:
     """Register customers and reminders from a JSON-lines file: one object per line with a
-    ``type`` (``customer`` or ``reminder``) and the fields of a batch item. Interrupted, it
+    "type" ("customer" or "reminder") and the fields of a batch item. Interrupted, it
     resumes where it stopped: run the same command again."""
     settings = load_settings()
     _, total = importer.file_source(file)
