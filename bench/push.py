@@ -718,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     if args.auth_iterations:
+        sys.path.insert(0, str(ROOT))  # run as a script: bench/ and tests/ import from the root
         from bench.push_auth import print_auth_costs
 
         print_auth_costs(args.auth_iterations)
