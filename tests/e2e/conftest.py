@@ -20,10 +20,12 @@ from tests.support.channel_servers import serve
 
 @dataclass
 class Endpoint:
-    """A customer's webhook endpoint: scripted statuses first, then 200, each after ``delay``."""
+    """A customer's webhook endpoint: scripted statuses first, then 200, each after ``delay``;
+    a scripted 429 carries ``Retry-After: retry_after`` when that is set."""
 
     script: list[int] = field(default_factory=list)
     delay: float = 0.0
+    retry_after: str = ""
     requests: list[str] = field(default_factory=list)  # webhook-id of every request
     accepted: Counter[str] = field(default_factory=Counter)  # 2xx answers per webhook-id
     url: str = ""
@@ -42,7 +44,8 @@ class Endpoint:
         status = self.script.pop(0) if self.script else 200
         if status < 300:
             self.accepted[webhook_id] += 1
-        return web.Response(status=status, text="ok")
+        headers = {"Retry-After": self.retry_after} if status == 429 and self.retry_after else {}
+        return web.Response(status=status, text="ok", headers=headers)
 
 
 @pytest.fixture

@@ -90,20 +90,18 @@ def google_env(database_url: str, tmp_path: Path, kind: str, emulator: str, **ex
     """The service's environment: webhooks through a fresh ``kind`` queue at ``emulator``."""
     queue = f"e2e-{uuid.uuid4().hex[:10]}"
     variable = "PUBSUB_EMULATOR_HOST" if kind == "pubsub" else "CLOUD_TASKS_EMULATOR_HOST"
-    return service_env(
-        database_url,
-        tmp_path / "outbox",
-        REMINDERS_QUEUE=kind,
-        REMINDERS_QUEUE_NAME=queue,
-        REMINDERS_PUBSUB_PROJECT=EMULATOR_PROJECT,
-        REMINDERS_CLOUDTASKS_PROJECT=EMULATOR_PROJECT,
-        REMINDERS_CLOUDTASKS_LOCATION=EMULATOR_LOCATION,
-        REMINDERS_PUBSUB_MIN_BACKOFF_SECONDS="1",
-        REMINDERS_PUBSUB_MAX_BACKOFF_SECONDS="2",
-        REMINDERS_PUBSUB_ACK_DEADLINE_SECONDS="10",
-        **{variable: emulator},
-        **extra,
-    )
+    settings = {
+        "REMINDERS_QUEUE": kind,
+        "REMINDERS_QUEUE_NAME": queue,
+        "REMINDERS_PUBSUB_PROJECT": EMULATOR_PROJECT,
+        "REMINDERS_CLOUDTASKS_PROJECT": EMULATOR_PROJECT,
+        "REMINDERS_CLOUDTASKS_LOCATION": EMULATOR_LOCATION,
+        "REMINDERS_PUBSUB_MIN_BACKOFF_SECONDS": "1",
+        "REMINDERS_PUBSUB_MAX_BACKOFF_SECONDS": "2",
+        "REMINDERS_PUBSUB_ACK_DEADLINE_SECONDS": "10",
+        variable: emulator,
+    }
+    return service_env(database_url, tmp_path / "outbox", **(settings | extra))
 
 
 def run_setup(env: dict[str, str], kind: str, log: Path) -> None:
