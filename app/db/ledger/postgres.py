@@ -57,24 +57,36 @@ class PgLedger(CoreLedger):
     def __init__(self, engine: AsyncEngine, *, size: int) -> None:
         super().__init__(engine)
         self._size = size
-        self.pool = raw_pool(engine, size=size)
+        # Made on first use: asyncpg binds a pool to the event loop running when it is built,
+        # and a container may be built before its server's loop runs (tests, live servers).
+        self._pool: asyncpg.Pool | None = None
         self._finalize_sql: dict[tuple[str, ...], str] = {}
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The raw pool, built on first use inside the running loop."""
+        if self._pool is None:
+            self._pool = raw_pool(self.engine, size=self._size)
+        return self._pool
 
     @property
     def checked_out(self) -> int:
         """Connections borrowed right now from either pool (0 whenever no statement runs)."""
-        return self.pool.get_size() - self.pool.get_idle_size() + super().checked_out
+        raw = 0 if self._pool is None else self._pool.get_size() - self._pool.get_idle_size()
+        return raw + super().checked_out
 
     async def close(self) -> None:
         """Close the raw connections; like a disposed engine, the ledger stays usable."""
-        pool, self.pool = self.pool, raw_pool(self.engine, size=self._size)
-        await (await pool).close()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await (await pool).close()
 
     def terminate(self) -> None:
         """Drop the raw connections at once (no event loop needed)."""
-        pool, self.pool = self.pool, raw_pool(self.engine, size=self._size)
-        with contextlib.suppress(asyncpg.InterfaceError):  # never initialized: nothing open
-            pool.terminate()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            with contextlib.suppress(asyncpg.InterfaceError):  # never initialized: none open
+                pool.terminate()
 
     async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
         """Claim the row (creating it) and read the send context, in one statement."""
