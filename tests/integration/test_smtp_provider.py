@@ -174,3 +174,20 @@ async def test_missing_address_is_permanent():
     provider = SmtpProvider(host="127.0.0.1", port=free_port(), sender=SENDER)
     with pytest.raises(PermanentProviderError):
         await provider.send(email(recipient=""), idempotency_key=KEY, timeout=2)
+
+
+async def test_a_long_unsubscribe_url_crosses_the_wire_unencoded():
+    """The SMTP DATA carries the 100-character one-click URL literally (RFC 2369/8058)."""
+    url = "https://reminders.example-company.com/unsubscribe/Y3VzdF8xODQyCmVtYWls.q9xZ2pLwY1"
+    url += "x" * (100 - len(url))
+    headers = {
+        "List-Unsubscribe": f"<{url}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
+    with smtp_server() as server:
+        await provider_for(server).send(email(headers=headers), idempotency_key=KEY, timeout=5)
+    raw = server.handler.raw[0]
+    assert len(url) == 100
+    assert f"\r\nList-Unsubscribe: <{url}>\r\n".encode() in raw
+    assert b"\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" in raw
+    assert server.handler.messages[0]["List-Unsubscribe"] == f"<{url}>"

@@ -70,6 +70,7 @@ class SmtpHandler:
     def __init__(self) -> None:
         self.mode = "accept"  # accept | 421 | 450 | 550 | hang | hang_rcpt
         self.messages: list[EmailMessage] = []
+        self.raw: list[bytes] = []  # the DATA exactly as received
         self.envelopes: list[tuple[str, list[str]]] = []
         self.release = threading.Event()
 
@@ -93,6 +94,7 @@ class SmtpHandler:
         if self.mode == HANG:
             await self._hang()
             return "451 4.3.0 gave up"
+        self.raw.append(envelope.original_content)
         self.messages.append(message_from_bytes(envelope.content, policy=email.policy.default))
         self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
         return f"250 2.0.0 Ok: queued as Q{len(self.messages)}"

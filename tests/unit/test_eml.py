@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from app.adapters.channels.eml import email_bytes
 from app.adapters.channels.mime import build_email
 from app.domain.messages import RenderedMessage
+from app.domain.unsubscribe import UnsubscribeLinks
 
 SENDERS = [
     "reminders@relay.example",
@@ -123,3 +124,41 @@ def test_a_line_break_in_a_header_is_refused_like_the_stdlib_does(field):
         email_bytes(message, idempotency_key="k", sender="r@relay.example")
     with pytest.raises(ValueError):
         bytes(build_email(message, idempotency_key="k", sender="r@relay.example"))
+
+
+# A realistic one-click link: 100 characters, longer than a 78-character header line.
+UNSUBSCRIBE_URL = UnsubscribeLinks("https://reminders.example-company.com", b"s" * 32).url_for(
+    "cust_1842", "email"
+)
+UNSUBSCRIBE_URL += "?c=" + "x" * (100 - len(UNSUBSCRIBE_URL) - 3)
+
+
+def test_a_long_unsubscribe_url_is_written_plain_not_rfc2047_encoded():
+    """A 100-character List-Unsubscribe URL stays a literal ``<https://…>`` on one line."""
+    assert len(UNSUBSCRIBE_URL) == 100
+    headers = {
+        "List-Unsubscribe": f"<{UNSUBSCRIBE_URL}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
+    message = RenderedMessage("email", "a@example.com", subject="s", text="t", headers=headers)
+    for raw in (
+        email_bytes(message, idempotency_key="k", sender="r@relay.example"),
+        bytes(build_email(message, idempotency_key="k", sender="r@relay.example")),
+    ):
+        assert f"\nList-Unsubscribe: <{UNSUBSCRIBE_URL}>\n".encode() in raw
+        assert b"\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\n" in raw
+        assert b"=?" not in raw
+
+
+def test_several_unsubscribe_urls_fold_between_items_only():
+    """A list of URLs folds after a comma, never inside an angle-bracketed URL."""
+    value = f"<mailto:unsubscribe@relay.example?subject=stop>, <{UNSUBSCRIBE_URL}>"
+    message = RenderedMessage(
+        "email", "a@example.com", subject="s", text="t", headers={"List-Unsubscribe": value}
+    )
+    expected = (
+        f"\nList-Unsubscribe: <mailto:unsubscribe@relay.example?subject=stop>,\n"
+        f" <{UNSUBSCRIBE_URL}>\n"
+    ).encode()
+    assert expected in email_bytes(message, idempotency_key="k", sender="r@relay.example")
+    assert expected in bytes(build_email(message, idempotency_key="k", sender="r@relay.example"))

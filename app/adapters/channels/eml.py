@@ -21,9 +21,8 @@ from functools import lru_cache
 
 from app.domain.messages import RenderedMessage
 
-from .mime import message_id_for, sender_domain
+from .mime import MAX_LINE, fold_url_list, message_id_for, sender_domain
 
-MAX_LINE = 78  # email.policy.default.max_line_length: longer lines are encoded
 _sender_domain = lru_cache(maxsize=8)(sender_domain)  # parsed once per configured sender
 
 
@@ -65,6 +64,8 @@ def _unstructured(name: str, value: str) -> str:
     _check(name, value)
     if value.isascii() and len(name) + 2 + len(value) <= MAX_LINE:
         return value
+    if (url_list := fold_url_list(name, value, linesep="\n")) is not None:
+        return url_list
     # RFC 2047 encoded words for non-ASCII, folding for long values.
     return Header(value, "utf-8", header_name=name).encode(linesep="\n")
 

@@ -4,11 +4,65 @@ from __future__ import annotations
 
 import hashlib
 from email.message import EmailMessage
+from email.policy import EmailPolicy
 from email.utils import parseaddr
+from typing import Any
 
 from app.domain.messages import RenderedMessage
 
 DEFAULT_MESSAGE_ID_DOMAIN = "reminder-relay.local"
+MAX_LINE = 78  # email.policy.default.max_line_length: longer lines are folded
+# RFC 2369 list headers (and RFC 8058's companion) carry URLs that mail clients read
+# literally: an RFC 2047 encoded word is not a URL, so these are never encoded, only folded
+# at whitespace outside the angle brackets (a single long URL stays on one line).
+URL_LIST_HEADERS = frozenset(
+    {"list-unsubscribe", "list-unsubscribe-post", "list-help", "list-subscribe",
+     "list-post", "list-owner", "list-archive"}
+)  # fmt: skip
+
+
+def fold_url_list(name: str, value: str, *, linesep: str) -> str | None:
+    """The value of a URL-list header folded without encoding; None for any other header.
+
+    Also None when the value is not plain ASCII: that is no URL list, and the ordinary
+    encoding rules apply to it.
+    """
+    if name.lower() not in URL_LIST_HEADERS or not value.isascii():
+        return None
+    lines, current, depth = [], f"{name}: ", 0
+    for position, char in enumerate(value):
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        if char in " \t" and depth <= 0 and _next_word_overflows(current, value, position):
+            lines.append(current)
+            current = ""
+        current += char
+    lines.append(current)
+    return linesep.join(lines)[len(name) + 2 :]
+
+
+def _next_word_overflows(current: str, value: str, position: int) -> bool:
+    # Fold before this whitespace when the word after it would not fit on the current line.
+    rest = value[position + 1 :]
+    word = rest.split(maxsplit=1)[0] if rest.strip() else ""
+    return bool(current.strip(" \t")) and len(current) + 1 + len(word) > MAX_LINE
+
+
+class _MailPolicy(EmailPolicy):
+    """``email.policy.default`` that leaves URL-list headers unencoded (see above)."""
+
+    def fold(self, name: str, value: Any) -> str:
+        folded = fold_url_list(name, str(value), linesep=self.linesep)
+        return super().fold(name, value) if folded is None else f"{name}: {folded}{self.linesep}"
+
+    def fold_binary(self, name: str, value: Any) -> bytes:
+        folded = fold_url_list(name, str(value), linesep=self.linesep)
+        if folded is None:
+            return super().fold_binary(name, value)
+        return f"{name}: {folded}{self.linesep}".encode("ascii")
+
+
+MAIL_POLICY = _MailPolicy()
+SMTP_POLICY = MAIL_POLICY.clone(linesep="\r\n")  # what email.policy.SMTP is to the default
 
 
 def message_id_for(idempotency_key: str, *, domain: str = DEFAULT_MESSAGE_ID_DOMAIN) -> str:
@@ -26,7 +80,7 @@ def sender_domain(sender: str) -> str:
 
 def build_email(message: RenderedMessage, *, idempotency_key: str, sender: str) -> EmailMessage:
     """The RFC 5322 message for a rendered email; its Message-ID is stable per ledger key."""
-    email = EmailMessage()
+    email = EmailMessage(policy=MAIL_POLICY)
     email["From"] = sender
     email["To"] = message.recipient
     email["Subject"] = message.subject

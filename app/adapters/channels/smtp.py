@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.policy
 import ssl
 from email.utils import parseaddr
 from typing import Literal
@@ -28,7 +27,7 @@ from pydantic import SecretStr
 from app.domain.errors import PermanentProviderError, ProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
-from .mime import build_email
+from .mime import SMTP_POLICY, build_email
 
 Security = Literal["starttls", "tls", "none"]
 Phase = Literal["connect", "auth", "envelope", "data"]
@@ -68,7 +67,7 @@ class SmtpProvider:
                 "customer has no email address", detail_class="no_recipient"
             )
         raw = build_email(message, idempotency_key=idempotency_key, sender=self.sender)
-        content = raw.as_bytes(policy=email.policy.SMTP)
+        content = raw.as_bytes(policy=SMTP_POLICY)
         client = aiosmtplib.SMTP(
             hostname=self.host,
             port=self.port,
