@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.encoders import jsonable_encoder
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from app.domain.errors import InvalidInput
 from app.domain.redrive import DeadLetterFilter, SendFilter, parse_duration
@@ -15,6 +15,7 @@ from app.domain.states import SendState
 from app.services import dead_letters as service
 
 from .deps import ConnectionDep, Container, ContainerDep, require_admin_token
+from .inputs import ApiModel, Text
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)], tags=["operations"])
 
@@ -41,7 +42,7 @@ def redrive_context(container: Container) -> service.RedriveContext:
     )
 
 
-class DeadLetterQuery(BaseModel):
+class DeadLetterQuery(ApiModel):
     """Filters shared by the listing (query string) and the redrive by filter (JSON body)."""
 
     queue: str | None = None
@@ -85,6 +86,7 @@ class RedriveByFilter(DeadLetterQuery):
 
 DryRun = Annotated[bool, Query(description="report what would be published; change nothing")]
 Limit = Annotated[int, Query(ge=1, le=service.MAX_PAGE)]
+RowId = Annotated[int, Path(ge=1, le=service.MAX_ROW_ID)]
 
 
 def _page(page: service.Page) -> dict[str, Any]:
@@ -97,7 +99,7 @@ async def list_dead_letters(
     container: ContainerDep,
     query: Annotated[DeadLetterQuery, Query()],
     status: Status = "open",
-    cursor: str | None = None,
+    cursor: Text | None = None,
     limit: Limit = 50,
 ) -> dict[str, Any]:
     """Dead letters (open ones by default), oldest first, with cursor pagination."""
@@ -125,7 +127,7 @@ async def redrive_by_filter(body: RedriveByFilter, container: ContainerDep) -> d
 
 @router.get("/dead-letters/{dead_letter_id}")
 async def show_dead_letter(
-    dead_letter_id: int, conn: ConnectionDep, container: ContainerDep
+    dead_letter_id: RowId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
     """One dead letter with its send record, ledger history and redrive preview."""
     shown = await service.show_dead_letter(
@@ -136,7 +138,7 @@ async def show_dead_letter(
 
 @router.post("/dead-letters/{dead_letter_id}/redrive")
 async def redrive_dead_letter(
-    dead_letter_id: int, container: ContainerDep, dry_run: DryRun = False
+    dead_letter_id: RowId, container: ContainerDep, dry_run: DryRun = False
 ) -> dict[str, Any]:
     """Redrive one dead letter: reset its send record and publish a new message."""
     report = await service.redrive_dead_letter(
@@ -151,11 +153,11 @@ async def list_sends(
     container: ContainerDep,
     state: SendState | None = None,
     stuck: bool = False,
-    channel: str | None = None,
-    error_class: str | None = None,
-    outcome: str | None = None,
-    reminder_id: str | None = None,
-    cursor: str | None = None,
+    channel: Text | None = None,
+    error_class: Text | None = None,
+    outcome: Text | None = None,
+    reminder_id: Text | None = None,
+    cursor: Text | None = None,
     limit: Limit = 50,
 ) -> dict[str, Any]:
     """Send records: ``?state=sending&stuck=true`` for sends past their lease,
@@ -171,7 +173,7 @@ async def list_sends(
 
 @router.post("/sends/{send_record_id}/redrive")
 async def redrive_send(
-    send_record_id: int, container: ContainerDep, dry_run: DryRun = False
+    send_record_id: RowId, container: ContainerDep, dry_run: DryRun = False
 ) -> dict[str, Any]:
     """Redrive one send record (terminal after the data was fixed, stuck, or dead)."""
     report = await service.redrive_send(redrive_context(container), send_record_id, dry_run=dry_run)

@@ -17,7 +17,12 @@ from app.domain.errors import PayloadTooLarge, Unauthenticated
 async def read_capped(request: Request, limit: int) -> bytes:
     """The raw body, refusing more than ``limit`` bytes before reading it all."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if (
+        declared is not None
+        and declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > len(str(limit)) or int(declared) > limit)
+    ):
         raise PayloadTooLarge(f"body over {limit} bytes")
     chunks, size = [], 0
     async for chunk in request.stream():

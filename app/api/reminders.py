@@ -6,14 +6,12 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import orjson
+import json
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.encoders import jsonable_encoder
 from pydantic import (
     AfterValidator,
     AnyHttpUrl,
-    AwareDatetime,
-    BaseModel,
     ConfigDict,
     EmailStr,
     Field,
@@ -26,6 +24,7 @@ from app.services import reminders as service
 from app.services.customers import CustomerChange
 
 from .deps import ConnectionDep, ContainerDep, require_api_token
+from .inputs import ApiModel, Instant
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
 
@@ -33,6 +32,7 @@ Channel = Literal["email", "webhook"]
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
 MAX_DATA_BYTES = 16 * 1024
+MAX_URL_LENGTH = 2048  # customers.webhook_url
 
 
 def _unique(channels: list[str]) -> list[str]:
@@ -40,24 +40,35 @@ def _unique(channels: list[str]) -> list[str]:
 
 
 def _small(data: dict[str, Any]) -> dict[str, Any]:
-    if len(orjson.dumps(data, default=str)) > MAX_DATA_BYTES:
+    try:
+        encoded = json.dumps(data, allow_nan=False)
+    except ValueError:
+        raise ValueError("NaN and Infinity are not JSON numbers") from None
+    if len(encoded) > MAX_DATA_BYTES:
         raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
     return data
+
+
+def _fits_the_column(url: AnyHttpUrl) -> AnyHttpUrl:
+    if len(str(url)) > MAX_URL_LENGTH:
+        raise ValueError(f"must be at most {MAX_URL_LENGTH} characters")
+    return url
 
 
 # Shared by reminders and schedules: channels deduplicated in order, data kept small.
 Channels = Annotated[list[Channel], Field(min_length=1), AfterValidator(_unique)]
 SmallData = Annotated[dict[str, Any], AfterValidator(_small)]
 HHMM_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
+WebhookUrl = Annotated[AnyHttpUrl, AfterValidator(_fits_the_column)]
 
 
-class CustomerIn(BaseModel):
+class CustomerIn(ApiModel):
     """A customer's contact details and channel preferences."""
 
     model_config = ConfigDict(extra="forbid")
 
     email: EmailStr | None = None
-    webhook_url: AnyHttpUrl | None = None
+    webhook_url: WebhookUrl | None = None
     time_zone: str = "UTC"
     opted_out_channels: list[Channel] = Field(default_factory=list)
     unsubscribed: bool = False
@@ -75,15 +86,15 @@ class CustomerIn(BaseModel):
         return value
 
 
-class ReminderIn(BaseModel):
+class ReminderIn(ApiModel):
     """One reminder: who, what, when and through which channels."""
 
     model_config = ConfigDict(extra="forbid")
 
     customer_id: str = Field(min_length=1, max_length=200)
     kind: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]{0,99}$")
-    due_at: AwareDatetime
-    expires_at: AwareDatetime | None = None
+    due_at: Instant
+    expires_at: Instant | None = None
     channels: Channels
     data: SmallData = Field(default_factory=dict)
 

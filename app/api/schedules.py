@@ -11,13 +11,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.encoders import jsonable_encoder
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.domain.queueing import horizon_end
 from app.services import schedules as service
 from app.services.reminders import require_templates
 
 from .deps import ConnectionDep, ContainerDep, require_api_token
+from .inputs import ApiModel, Instant
 from .reminders import Channels, SmallData
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["schedules"])
@@ -27,7 +28,7 @@ SCHEDULE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,182}$"
 ScheduleId = Annotated[str, Path(pattern=SCHEDULE_ID_PATTERN, max_length=183)]
 
 
-class ScheduleIn(BaseModel):
+class ScheduleIn(ApiModel):
     """A recurring reminder: who, what, through which channels, and when in local time."""
 
     model_config = ConfigDict(extra="forbid")
@@ -40,8 +41,8 @@ class ScheduleIn(BaseModel):
     local_time: str | None = Field(default=None, max_length=5)
     time_zone: str | None = Field(default=None, max_length=64)
     offset_days: int = Field(default=0, ge=-366, le=366)
-    starts_at: AwareDatetime | None = None
-    ends_at: AwareDatetime | None = None
+    starts_at: Instant | None = None
+    ends_at: Instant | None = None
     data: SmallData = Field(default_factory=dict)
 
 

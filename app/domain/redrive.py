@@ -154,6 +154,8 @@ def plan_redrive(candidate: RedriveCandidate, *, now: datetime) -> RedrivePlan:
     return RedrivePlan(candidate, RedriveAction.PUBLISH, reason, payload, key, count)
 
 
+# Far more than any retention; keeps ``now - duration`` inside the datetime range.
+MAX_DURATION = timedelta(days=36500)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -163,7 +165,10 @@ def parse_duration(text: str) -> timedelta:
     match = _DURATION.match(text.lower())
     if match is None:
         raise ValueError(f"{text!r} is not a duration like 90s, 15m, 2h, 3d or 1w")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"{text!r} is longer than {MAX_DURATION.days} days")
+    return timedelta(seconds=seconds)
 
 
 def format_age(seconds: float | None) -> str:

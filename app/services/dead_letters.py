@@ -32,6 +32,7 @@ from .redrive import (
 __all__ = [
     "MAX_PAGE",
     "MAX_REDRIVE_BATCH",
+    "MAX_ROW_ID",
     "Page",
     "RedriveContext",
     "RedriveItem",
@@ -39,6 +40,7 @@ __all__ = [
     "list_dead_letters",
     "list_sends",
     "parse_cursor",
+    "parse_row_id",
     "redrive_dead_letter",
     "redrive_dead_letters",
     "redrive_send",
@@ -47,6 +49,8 @@ __all__ = [
 ]
 
 MAX_PAGE = 500
+# send_records.id and dead_letters.id are 32-bit integers on PostgreSQL.
+MAX_ROW_ID = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +61,21 @@ class Page:
     next_cursor: str | None
 
 
+def parse_row_id(text: str) -> int | None:
+    """A row id written in ASCII digits and within the id column's range, else None."""
+    if not (text.isascii() and text.isdigit() and len(text) <= len(str(MAX_ROW_ID))):
+        return None
+    return int(text) if int(text) <= MAX_ROW_ID else None
+
+
 def parse_cursor(cursor: str | None) -> int:
     """The id a cursor stands for (0 for the first page); InvalidInput when garbled."""
     if not cursor:
         return 0
-    if not cursor.isdigit():
+    row_id = parse_row_id(cursor)
+    if row_id is None:
         raise InvalidInput("cursor", "is not a cursor returned by this API")
-    return int(cursor)
+    return row_id
 
 
 def _page(rows: list[dict[str, Any]], limit: int) -> Page:

@@ -63,3 +63,16 @@ async def test_overview_shows_the_dead_letter_group_and_redrive_is_two_steps(
     assert (await get_reminder(client, "r:page"))["send_records"][0]["state"] == "sent"
     lookup = await client.get("/admin", params={"reminder": "r:page"}, headers=headers)
     assert 'class="state">sent<' in lookup.text
+
+
+async def test_a_form_id_in_superscript_digits_is_404_not_500(client):
+    """``id=²`` passes str.isdigit but is no id: the redrive form answers 404."""
+    cookie = await _login(client)
+    csrf = _csrf((await client.get("/admin", headers=cookie)).text)
+    for target in ("dead_letter", "send"):
+        response = await client.post(
+            "/admin/redrive/preview",
+            data={"csrf": csrf, "target": target, "id": "²"},
+            headers=cookie,
+        )
+        assert response.status_code == 404, response.text

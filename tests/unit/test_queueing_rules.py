@@ -42,6 +42,7 @@ class FixedRandom:
         ("", None),
         ("soon", None),
         ("-5", None),
+        ("²", None),  # str.isdigit() accepts superscripts; float() does not
     ],
 )
 def test_retry_after_reads_seconds_or_an_http_date(header, seconds):

@@ -136,11 +136,11 @@ async def index(request: Request, reminder: str | None = None) -> Response:
 
 async def _redrive(container: Container, form: dict[str, str], *, dry_run: bool) -> Any:
     ctx = redrive_context(container)
-    target, ident = form.get("target"), form.get("id", "")
-    if target == "dead_letter" and ident.isdigit():
-        return await dead_letters.redrive_dead_letter(ctx, int(ident), dry_run=dry_run)
-    if target == "send" and ident.isdigit():
-        return await dead_letters.redrive_send(ctx, int(ident), dry_run=dry_run)
+    target, ident = form.get("target"), dead_letters.parse_row_id(form.get("id", ""))
+    if target == "dead_letter" and ident is not None:
+        return await dead_letters.redrive_dead_letter(ctx, ident, dry_run=dry_run)
+    if target == "send" and ident is not None:
+        return await dead_letters.redrive_send(ctx, ident, dry_run=dry_run)
     if target == "group":
         filters = DeadLetterFilter(
             reason=form.get("reason") or None, error_class=form.get("error_class") or None

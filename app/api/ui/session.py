@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 COOKIE_NAME = "rr_admin"
 COOKIE_PATH = "/admin"
+_MAX_ISSUED_DIGITS = 12
 
 
 def _mac(secret: SecretStr, purpose: str, value: str) -> str:
@@ -33,7 +34,10 @@ def session_is_valid(value: str | None, secret: SecretStr, *, now: float, max_ag
     if not value or not secret.get_secret_value():
         return False
     issued, _, signature = value.partition(".")
-    if not issued.isdigit() or not 0 <= now - int(issued) <= max_age:
+    # ASCII digits of a plausible unix time only: int() refuses "²" and 5,000-digit values.
+    if not (issued.isascii() and issued.isdigit() and len(issued) <= _MAX_ISSUED_DIGITS):
+        return False
+    if not 0 <= now - int(issued) <= max_age:
         return False
     return hmac.compare_digest(signature.encode(), _mac(secret, "admin-session", issued).encode())
 
