@@ -68,6 +68,11 @@ def _ledger_metrics(figures: LedgerFigures) -> Iterator[Metric]:
         "How overdue the oldest still-scheduled reminder is (0 when none is).",
         figures.sweep_lag_seconds,
     )
+    yield GaugeMetricFamily(
+        "reminders_schedules_broken",
+        "Schedules that could not be materialized; sweeps skip them until fixed.",
+        figures.broken_schedules,
+    )
     if figures.queue_depth is not None:
         depth = GaugeMetricFamily(
             "reminders_embedded_queue_messages",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import json
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.encoders import jsonable_encoder
 from pydantic import (

@@ -1,4 +1,4 @@
-"""The recurring schedules table (migration 0005); occurrences are ordinary reminders rows."""
+"""The recurring schedules table (migrations 0005, 0009); occurrences are ordinary reminders."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ class Schedule(Base):
     __tablename__ = "schedules"
     __table_args__ = (
         Index("ix_schedules_state_materialized_through", "state", "materialized_through"),
+        Index("ix_schedules_broken_at", "broken_at"),  # 0009
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
@@ -53,6 +54,10 @@ class Schedule(Base):
     # When the schedule last withdrew (cancelled) its open occurrences: a pause, a delete or
     # a re-plan. Occurrences cancelled at or before it may be revived by a later plan.
     withdrawn_at: Mapped[datetime | None]
+    # Set when materialization failed (migration 0009): sweeps skip the schedule until a PUT
+    # changes its plan or it is resumed; broken_error says why (truncated, for operators).
+    broken_at: Mapped[datetime | None]
+    broken_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

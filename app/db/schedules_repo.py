@@ -17,6 +17,7 @@ from .tables import customers, reminders
 from .types import UTCDateTime
 
 _OPEN = (ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value)
+BROKEN_ERROR_LENGTH = 500
 s = schedules
 r = reminders
 # What planning needs from the customer: the default zone and the quiet-hours window.
@@ -85,6 +86,36 @@ async def set_materialized(
     )
 
 
+async def mark_broken(
+    conn: AsyncConnection, schedule_id: str, *, error: str, now: datetime
+) -> None:
+    """Record that the schedule cannot be materialized (not a change: no version bump)."""
+    await conn.execute(
+        update(s)
+        .where(s.c.id == schedule_id)
+        .values(broken_at=now, broken_error=error[:BROKEN_ERROR_LENGTH])
+    )
+
+
+async def list_broken(conn: AsyncConnection, *, limit: int) -> list[dict[str, Any]]:
+    """Broken schedules (not deleted), most recently broken first."""
+    stmt = (
+        select(s.c.id, s.c.customer_id, s.c.broken_at, s.c.broken_error)
+        .where(s.c.broken_at.is_not(None), s.c.state != ScheduleState.DELETED.value)
+        .order_by(s.c.broken_at.desc(), s.c.id)
+        .limit(limit)
+    )
+    return [_mapping(row) for row in await conn.execute(stmt)]
+
+
+async def count_broken(conn: AsyncConnection) -> int:
+    """How many schedules (not deleted) are marked broken."""
+    stmt = select(func.count()).where(
+        s.c.broken_at.is_not(None), s.c.state != ScheduleState.DELETED.value
+    )
+    return int((await conn.execute(stmt)).scalar_one())
+
+
 async def claim_schedules_to_materialize(
     conn: AsyncConnection, *, horizon_end: datetime, limit: int
 ) -> list[dict[str, Any]]:
@@ -96,6 +127,7 @@ async def claim_schedules_to_materialize(
     stmt = (
         _WITH_CUSTOMER.where(
             s.c.state == ScheduleState.ACTIVE.value,
+            s.c.broken_at.is_(None),
             func.coalesce(s.c.materialized_through, s.c.created_at) < horizon_end,
         )
         .order_by(func.coalesce(s.c.materialized_through, s.c.created_at), s.c.id)

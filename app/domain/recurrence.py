@@ -26,19 +26,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
-from dateutil.rrule import rrule, rrulestr
 
+from . import rrules
 from .errors import InvalidInput
 
 KEY_FORMAT = "%Y-%m-%dT%H:%M"
-# Sub-hourly RRULEs would make every materialization walk from DTSTART minute by minute;
-# cron expresses them without that cost.
-_REFUSED_FREQS = frozenset({"SECONDLY", "MINUTELY"})
-_REFUSED_PARTS = frozenset({"DTSTART", "BYSECOND"})
 _LOCAL_TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 # Offsets are sampled this far around the window's end to bound the local candidates.
 _NEIGHBOURHOOD = (timedelta(days=-2), timedelta(0), timedelta(days=2))
@@ -111,43 +107,7 @@ def parse_recurrence(
     if local_time is None:
         raise InvalidInput("local_time", "an rrule needs the local time of day (HH:MM)")
     at = parse_local_time(local_time)
-    return Recurrence(_check_rrule(rrule_text or ""), None, at, offset_days)
-
-
-def _rrule_parts(text: str) -> dict[str, str]:
-    parts: dict[str, str] = {}
-    for item in text.split(";"):
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InvalidInput("rrule", f"{item!r} is not NAME=VALUE")
-        parts[name.strip().upper()] = value.strip().upper()
-    return parts
-
-
-def _check_rrule(text: str) -> str:
-    text = text.strip()
-    if text.upper().startswith("RRULE:"):
-        text = text[len("RRULE:") :]
-    if not text or "\n" in text or ":" in text:
-        raise InvalidInput("rrule", "give one RRULE value, e.g. FREQ=WEEKLY;BYDAY=MO")
-    parts = _rrule_parts(text)
-    if parts.get("FREQ") in _REFUSED_FREQS:
-        raise InvalidInput("rrule", "FREQ below HOURLY is not supported; use cron instead")
-    if refused := sorted(_REFUSED_PARTS & parts.keys()):
-        raise InvalidInput("rrule", f"{', '.join(refused)} is not supported (use starts_at)")
-    if "COUNT" in parts and "UNTIL" in parts:
-        raise InvalidInput("rrule", "COUNT and UNTIL cannot both be given (RFC 5545)")
-    if parts.get("UNTIL", "").endswith("Z"):
-        raise InvalidInput(
-            "rrule", "UNTIL is local wall-clock time here: drop the Z or use ends_at"
-        )
-    try:
-        rule = rrulestr(text, dtstart=datetime(2000, 1, 1))
-    except (ValueError, TypeError, KeyError, IndexError) as error:
-        raise InvalidInput("rrule", f"invalid RRULE: {error}") from None
-    if not isinstance(rule, rrule):
-        raise InvalidInput("rrule", "give one RRULE value, e.g. FREQ=WEEKLY;BYDAY=MO")
-    return text
+    return Recurrence(rrules.normalize_rrule(rrule_text or ""), None, at, offset_days)
 
 
 def _check_cron(expression: str) -> str:
@@ -199,16 +159,16 @@ def apply_quiet_hours(at: datetime, quiet: QuietHours | None, zone: ZoneInfo) ->
     return resolve_local(datetime.combine(end_date, quiet.end), zone)
 
 
-def _rrule_candidates(
-    recurrence: Recurrence, anchor: date, low: datetime, high: datetime
-) -> Iterator[datetime]:
-    assert recurrence.rrule is not None and recurrence.local_time is not None
-    dtstart = datetime.combine(anchor, recurrence.local_time)
-    rule = rrulestr(recurrence.rrule, dtstart=dtstart)
-    for local in rule.xafter(low, inc=True):
-        if local > high:
-            return
-        yield local
+def _dtstart(recurrence: Recurrence, anchor: datetime, zone: ZoneInfo) -> datetime:
+    assert recurrence.local_time is not None
+    return datetime.combine(anchor.astimezone(zone).date(), recurrence.local_time)
+
+
+def check_occurs(recurrence: Recurrence, *, anchor: datetime, zone: ZoneInfo) -> None:
+    """InvalidInput naming ``rrule`` when an RRULE cannot be walked in bounded time from
+    ``anchor`` (see ``app.domain.rrules``); cron expressions were checked when parsed."""
+    if recurrence.rrule is not None:
+        rrules.check_occurs(recurrence.rrule, _dtstart(recurrence, anchor, zone))
 
 
 def _cron_candidates(recurrence: Recurrence, low: datetime, high: datetime) -> Iterator[datetime]:
@@ -255,7 +215,8 @@ def occurrences_between(
     shift = timedelta(days=recurrence.offset_days)
     low, high = after_local - shift, _latest_local(until, zone) - shift
     if recurrence.rrule is not None:
-        candidates = _rrule_candidates(recurrence, anchor.astimezone(zone).date(), low, high)
+        dtstart = _dtstart(recurrence, anchor, zone)
+        candidates = rrules.candidates(recurrence.rrule, dtstart, low, high)
     else:
         candidates = _cron_candidates(recurrence, low, high)
     found: list[Occurrence] = []

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db import dead_letters_repo, operations_repo
+from app.db import dead_letters_repo, operations_repo, schedules_repo
 from app.domain.errors import NotFound
 from app.domain.redrive import DeadLetterFilter, SendFilter
 from app.domain.states import SendState
@@ -27,6 +27,7 @@ class LedgerFigures:
     oldest_stuck_seconds: float | None
     sweep_lag_seconds: float
     queue_depth: list[tuple[str, str, int]] | None  # queue, state, messages; None: no table
+    broken_schedules: int  # schedules the sweep skips until fixed (see services/materialize)
 
 
 def _age(now: datetime, moment: datetime | None) -> float | None:
@@ -44,6 +45,7 @@ async def ledger_figures(conn: AsyncConnection, *, now: datetime) -> LedgerFigur
         oldest_stuck_seconds=_age(now, oldest_lease),
         sweep_lag_seconds=_age(now, overdue) or 0.0,
         queue_depth=await operations_repo.embedded_queue_depth(conn),
+        broken_schedules=await schedules_repo.count_broken(conn),
     )
 
 
@@ -74,6 +76,7 @@ async def overview(conn: AsyncConnection, *, now: datetime, limit: int = 50) -> 
         "dead_letters": open_letters.items,
         "stuck": stuck.items,
         "terminal": terminal.items,
+        "broken_schedules": await schedules_repo.list_broken(conn, limit=limit),
         "figures": await ledger_figures(conn, now=now),
     }
 

@@ -20,8 +20,8 @@ from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
 from app.domain.ports import QueuePublisher
 from app.domain.queueing import horizon_end
+from app.services.materialize import materialize_schedules
 from app.services.retention import PurgeReport, RetentionPolicy, purge
-from app.services.schedules import materialize_schedules
 
 log = logging.getLogger("reminders.sweep")
 

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import update
 
 from app.db.schedule_tables import schedules
-from app.services.schedules import materialize_schedules
+from app.services.materialize import materialize_schedules
 from tests.support.flow import API, put_customer, sweep
 from tests.support.schedules import (
     TimedQueue,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.services.schedules import OCCURRENCES_PER_PASS, materialize_schedules
+from app.services.materialize import OCCURRENCES_PER_PASS, materialize_schedules
 from tests.support.flow import API, put_customer, sweep
 from tests.support.schedules import occurrence_rows, put_schedule
 
