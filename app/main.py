@@ -12,8 +12,9 @@ from app.observability import configure_logging
 from app.services.background import BackgroundWork, runs_in_serve, start_background
 from app.settings import Settings
 
-from .api import batch, cron, health, push, reminders, schedules, unsubscribe
+from .api import batch, cron, dead_letters, health, push, reminders, schedules, unsubscribe
 from .api.errors import install_error_handlers
+from .api.guard import RequestGuard
 from .api.operations import install_operations
 
 
@@ -60,6 +61,11 @@ def create_app(
 
     app = FastAPI(title="reminder-relay", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(
+        RequestGuard,
+        routers=[reminders.router, schedules.router, dead_letters.router, batch.router],
+        larger_bodies={batch.router: batch.MAX_BATCH_BYTES},
+    )
     for module in (push, cron, batch, reminders, schedules, health, unsubscribe):
         app.include_router(module.router)
     install_operations(app)

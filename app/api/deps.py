@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -14,21 +15,35 @@ from app.container import Container
 from app.domain.errors import PayloadTooLarge, Unauthenticated
 
 
+@dataclass
+class BodyLimit:
+    """One rule for every body reader: more than ``limit`` bytes, declared or streamed, is
+    ``PayloadTooLarge`` before the excess is kept anywhere."""
+
+    limit: int
+    seen: int = 0
+
+    def check_declared(self, content_length: str | None) -> None:
+        """Refuse a Content-Length over the limit without reading anything."""
+        if content_length is None or not (content_length.isascii() and content_length.isdigit()):
+            return
+        if len(content_length) > len(str(self.limit)) or int(content_length) > self.limit:
+            raise PayloadTooLarge(f"body over {self.limit} bytes")
+
+    def add(self, size: int) -> None:
+        """Count a received chunk; refuse once the total passes the limit."""
+        self.seen += size
+        if self.seen > self.limit:
+            raise PayloadTooLarge(f"body over {self.limit} bytes")
+
+
 async def read_capped(request: Request, limit: int) -> bytes:
     """The raw body, refusing more than ``limit`` bytes before reading it all."""
-    declared = request.headers.get("content-length")
-    if (
-        declared is not None
-        and declared.isascii()
-        and declared.isdigit()
-        and (len(declared) > len(str(limit)) or int(declared) > limit)
-    ):
-        raise PayloadTooLarge(f"body over {limit} bytes")
-    chunks, size = [], 0
+    body_limit = BodyLimit(limit)
+    body_limit.check_declared(request.headers.get("content-length"))
+    chunks = []
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"body over {limit} bytes")
+        body_limit.add(len(chunk))
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -74,6 +89,9 @@ def _require(name: str) -> Callable[[Request, Container], None]:
         if not token_matches(bearer_token(request), getattr(container.settings, name)):
             raise Unauthenticated(f"a valid bearer token ({name.upper()}) is required")
 
+    # FastAPI reads a body before it solves dependencies: app/api/guard.py runs the routes'
+    # credential checks (these) before any byte of the body is read.
+    check.before_body = True  # type: ignore[attr-defined]
     return check
 
 

@@ -16,6 +16,7 @@ _STATUS: list[tuple[type[errors.ReminderRelayError], int, str]] = [
     (errors.InvalidInput, 422, "invalid_input"),
     (errors.Unauthenticated, 401, "unauthenticated"),
     (errors.PayloadTooLarge, 413, "payload_too_large"),
+    (errors.RequestTimedOut, 408, "request_timeout"),
     (errors.PublishError, 502, "queue_unavailable"),
     (errors.ConfigError, 500, "misconfigured"),
 ]

@@ -40,6 +40,10 @@ class PayloadTooLarge(ReminderRelayError):
     """The request body exceeds the configured limit."""
 
 
+class RequestTimedOut(ReminderRelayError):
+    """The request body did not arrive completely in time."""
+
+
 class MalformedDelivery(ReminderRelayError):
     """The delivery is authentic but its envelope or payload cannot be used."""
 

@@ -53,6 +53,11 @@ class Settings(DatabaseSettings, ChannelSettings):
     push_timestamp_header: str = "X-Infrai-Timestamp"
     push_timestamp_tolerance_seconds: int = Field(default=300, ge=1)
     push_max_body_bytes: int = Field(default=256 * 1024 + 16 * 1024, ge=1024)
+    # Refuse pushes signed without a timestamp (they could be replayed forever; harmless to
+    # the ledger, but a queue that always sends one should say so).
+    push_require_timestamp: bool = False
+    # A request body not complete by then is answered 408 (app/api/guard.py).
+    body_read_timeout_seconds: float = Field(default=30.0, gt=0)
 
     cron_token: SecretStr = SecretStr("")
     api_token: SecretStr = SecretStr("")

@@ -8,6 +8,10 @@ forms seen in client code are accepted:
 * with ``X-Infrai-Timestamp: <unix seconds>``, the HMAC covers ``<timestamp>.<raw body>``
   and the timestamp must be within the tolerance (replay protection).
 
+A push without a timestamp can be replayed for as long as its secret is valid; the ledger
+makes a replay harmless (``duplicate``), and ``require_timestamp``
+(``REMINDERS_PUSH_REQUIRE_TIMESTAMP``) refuses such pushes outright.
+
 Any configured secret is accepted (rotation: current first, next or previous after).
 Header names are configurable.
 """
@@ -41,6 +45,7 @@ class InfraiPushFormat:
         signature_header: str = "X-Infrai-Signature",
         timestamp_header: str = "X-Infrai-Timestamp",
         tolerance_seconds: int = 300,
+        require_timestamp: bool = False,
     ) -> None:
         if not secrets:
             raise ValueError("at least one push secret is required")
@@ -48,6 +53,7 @@ class InfraiPushFormat:
         self._signature_header = signature_header.lower()
         self._timestamp_header = timestamp_header.lower()
         self._tolerance = tolerance_seconds
+        self._require_timestamp = require_timestamp
 
     async def authenticate(self, request: PushRequest, *, now: float) -> None:
         """Raise ``Unauthenticated`` unless the body carries a valid signature."""
@@ -62,6 +68,8 @@ class InfraiPushFormat:
         check_hmac(self._secrets, signed, provided)
 
     def _signed_bytes(self, body: bytes, timestamp: str | None, now: float) -> bytes:
+        if timestamp is None and self._require_timestamp:
+            raise Unauthenticated("a signed timestamp header is required")
         if timestamp is None:
             return body
         try:

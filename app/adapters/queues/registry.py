@@ -66,6 +66,7 @@ def _infrai_push_format(parts: QueueParts) -> PushFormat:
         signature_header=settings.push_signature_header,
         timestamp_header=settings.push_timestamp_header,
         tolerance_seconds=settings.push_timestamp_tolerance_seconds,
+        require_timestamp=settings.push_require_timestamp,
     )
 
 

@@ -20,7 +20,7 @@ from app.domain.redrive import DeadLetterFilter, format_age
 from app.services import dead_letters, operations
 
 from ..dead_letters import redrive_context
-from ..deps import Container, get_container, token_matches
+from ..deps import Container, get_container, read_capped, token_matches
 from . import session
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
@@ -40,9 +40,7 @@ class CsrfRejected(Unauthenticated):
 
 
 async def _form(request: Request) -> dict[str, str]:
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        return {}
+    body = await read_capped(request, MAX_FORM_BYTES)
     parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {name: values[0] for name, values in parsed.items()}
 
