@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData
 
-from . import queue_tables, schedule_tables  # noqa: F401  (imported for their tables)
+from . import admin_session_tables, queue_tables, schedule_tables  # noqa: F401  (their tables)
 from .tables import Base
 
 metadata: MetaData = Base.metadata

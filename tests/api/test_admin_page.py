@@ -76,3 +76,21 @@ async def test_a_form_id_in_superscript_digits_is_404_not_500(client):
             headers=cookie,
         )
         assert response.status_code == 404, response.text
+
+
+async def test_two_logins_in_one_second_get_different_cookies(client):
+    """Each login is its own session, even within the same second (the clock is fixed)."""
+    first, second = await _login(client), await _login(client)
+    assert first["Cookie"] != second["Cookie"]
+
+
+async def test_logout_ends_the_session_for_every_copy_of_the_cookie(client):
+    """After logout the same cookie value no longer opens the page; other sessions do."""
+    kept, ended = await _login(client), await _login(client)
+    csrf = _csrf((await client.get("/admin", headers=ended)).text)
+    response = await client.post("/admin/logout", data={"csrf": csrf}, headers=ended)
+    assert response.status_code == 303
+    replayed = await client.get("/admin", headers=ended, follow_redirects=False)
+    assert replayed.status_code == 303
+    assert replayed.headers["location"] == "/admin/login"
+    assert (await client.get("/admin", headers=kept)).status_code == 200

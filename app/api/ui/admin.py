@@ -7,6 +7,7 @@ and shows exactly what would be published; only its confirm button publishes.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -17,7 +18,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.domain.errors import NotFound, Unauthenticated
 from app.domain.redrive import DeadLetterFilter, format_age
-from app.services import dead_letters, operations
+from app.services import admin_sessions, dead_letters, operations
 
 from ..dead_letters import redrive_context
 from ..deps import Container, get_container, read_capped, token_matches
@@ -45,14 +46,19 @@ async def _form(request: Request) -> dict[str, str]:
     return {name: values[0] for name, values in parsed.items()}
 
 
-def _session(request: Request, container: Container) -> str | None:
-    value = request.cookies.get(session.COOKIE_NAME)
+async def _session(request: Request, container: Container) -> session.Session | None:
     settings = container.settings
-    now = container.clock().timestamp()
-    valid = session.session_is_valid(
-        value, settings.admin_token, now=now, max_age=settings.admin_session_seconds
+    current = session.read_session(
+        request.cookies.get(session.COOKIE_NAME),
+        settings.admin_token,
+        now=container.clock().timestamp(),
+        max_age=settings.admin_session_seconds,
     )
-    return value if valid else None
+    if current is None:
+        return None
+    async with container.engine.connect() as conn:
+        revoked = await admin_sessions.is_revoked(conn, current.session_id)
+    return None if revoked else current
 
 
 def _render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
@@ -92,22 +98,34 @@ async def login(request: Request) -> Response:
     return response
 
 
-async def _checked_post(request: Request) -> tuple[Container, str, dict[str, str]] | None:
+async def _checked_post(
+    request: Request,
+) -> tuple[Container, session.Session, dict[str, str]] | None:
     container = get_container(request)
-    current = _session(request, container)
+    current = await _session(request, container)
     if current is None:
         return None
     form = await _form(request)
-    if not session.csrf_is_valid(form.get("csrf"), container.settings.admin_token, current):
+    token = container.settings.admin_token
+    if not session.csrf_is_valid(form.get("csrf"), token, current.value):
         raise CsrfRejected()
     return container, current, form
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """End the session."""
-    if await _checked_post(request) is None:
+    """End the session: its id is revoked, so no copy of the cookie works any more."""
+    checked = await _checked_post(request)
+    if checked is None:
         return _to_login()
+    container, current, _ = checked
+    expires_at = datetime.fromtimestamp(
+        current.issued + container.settings.admin_session_seconds, UTC
+    )
+    async with container.engine.begin() as conn:
+        await admin_sessions.revoke(
+            conn, current.session_id, expires_at=expires_at, now=container.clock()
+        )
     response = _to_login()
     response.delete_cookie(session.COOKIE_NAME, path=session.COOKIE_PATH)
     return response
@@ -117,7 +135,7 @@ async def logout(request: Request) -> Response:
 async def index(request: Request, reminder: str | None = None) -> Response:
     """Outcomes over time, dead letters by error class, stuck sends, reminder lookup."""
     container = get_container(request)
-    current = _session(request, container)
+    current = await _session(request, container)
     if current is None:
         return _to_login()
     now = container.clock()
@@ -125,7 +143,7 @@ async def index(request: Request, reminder: str | None = None) -> Response:
         context = await operations.overview(conn, now=now)
         found = await operations.lookup_reminder(conn, reminder, now=now) if reminder else None
     context |= {
-        "csrf": session.csrf_token(container.settings.admin_token, current),
+        "csrf": session.csrf_token(container.settings.admin_token, current.value),
         "lookup": reminder,
         "found": found,
     }
@@ -158,7 +176,7 @@ async def redrive_preview(request: Request) -> Response:
     context = {
         "report": report.to_json(),
         "form": {k: v for k, v in form.items() if k != "csrf"},
-        "csrf": session.csrf_token(container.settings.admin_token, current),
+        "csrf": session.csrf_token(container.settings.admin_token, current.value),
     }
     return _render(request, "confirm.html", context)
 
@@ -173,6 +191,6 @@ async def redrive(request: Request) -> Response:
     report = await _redrive(container, form, dry_run=False)
     context = {
         "report": report.to_json(),
-        "csrf": session.csrf_token(container.settings.admin_token, current),
+        "csrf": session.csrf_token(container.settings.admin_token, current.value),
     }
     return _render(request, "result.html", context, 200 if not report.error else 502)

@@ -1,21 +1,37 @@
 """The admin page's login session and CSRF tokens, both derived from ``ADMIN_TOKEN``.
 
-The cookie holds ``<issued unix seconds>.<HMAC(admin token, issued)>``, never the token
-itself; rotating the admin token ends every session. Each form carries a CSRF token,
-an HMAC of the session value, checked in constant time on every POST (the cookie is also
-``SameSite=Strict``).
+The cookie holds ``<issued unix seconds>.<random id>.<HMAC(admin token, issued.id)>``,
+never the token itself: every login gets its own value (two logins in the same second
+too), and logout revokes that id on the server (``admin_session_revocations``), so a copy
+of the cookie stops working at once. Rotating the admin token ends every session. Each
+form carries a CSRF token, an HMAC of the session value, checked in constant time on
+every POST (the cookie is also ``SameSite=Strict``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+import secrets
+from dataclasses import dataclass
 
 from pydantic import SecretStr
 
 COOKIE_NAME = "rr_admin"
 COOKIE_PATH = "/admin"
-_MAX_ISSUED_DIGITS = 12
+# ASCII digits of a plausible unix time, 32 hex digits of id, a hex HMAC: anything else
+# (``²``, 5,000 digits) is simply not a session.
+_COOKIE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{32})\.([0-9a-f]{64})", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A valid session cookie: its value, its id and when it was issued (unix seconds)."""
+
+    value: str
+    session_id: str
+    issued: int
 
 
 def _mac(secret: SecretStr, purpose: str, value: str) -> str:
@@ -23,23 +39,29 @@ def _mac(secret: SecretStr, purpose: str, value: str) -> str:
     return hmac.new(key, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()
 
 
-def issue_session(secret: SecretStr, *, now: float) -> str:
-    """A new session cookie value."""
-    issued = str(int(now))
-    return f"{issued}.{_mac(secret, 'admin-session', issued)}"
+def issue_session(secret: SecretStr, *, now: float, session_id: str | None = None) -> str:
+    """A new session cookie value (a fresh random id unless one is given)."""
+    signed = f"{int(now)}.{session_id or secrets.token_hex(16)}"
+    return f"{signed}.{_mac(secret, 'admin-session', signed)}"
 
 
-def session_is_valid(value: str | None, secret: SecretStr, *, now: float, max_age: float) -> bool:
-    """True for an unexpired cookie value signed with the current admin token."""
-    if not value or not secret.get_secret_value():
-        return False
-    issued, _, signature = value.partition(".")
-    # ASCII digits of a plausible unix time only: int() refuses "²" and 5,000-digit values.
-    if not (issued.isascii() and issued.isdigit() and len(issued) <= _MAX_ISSUED_DIGITS):
-        return False
+def read_session(
+    value: str | None, secret: SecretStr, *, now: float, max_age: float
+) -> Session | None:
+    """The session of an unexpired cookie signed with the current admin token, else None.
+
+    Revocation (logout) is checked by the caller against the database.
+    """
+    match = _COOKIE.fullmatch(value or "")
+    if match is None or not secret.get_secret_value():
+        return None
+    issued, session_id, signature = match.groups()
     if not 0 <= now - int(issued) <= max_age:
-        return False
-    return hmac.compare_digest(signature.encode(), _mac(secret, "admin-session", issued).encode())
+        return None
+    expected = _mac(secret, "admin-session", f"{issued}.{session_id}")
+    if not hmac.compare_digest(signature.encode(), expected.encode()):
+        return None
+    return Session(match.group(0), session_id, int(issued))
 
 
 def csrf_token(secret: SecretStr, session: str) -> str:
