@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from app.domain.errors import InvalidInput
-from app.services import customers
+from app.services import customers, unsubscribe
 from app.services import reminders as service
 from app.services.customers import CustomerChange
 
@@ -132,6 +132,19 @@ async def put_customer(
 @router.get("/customers/{customer_id}")
 async def get_customer(customer_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
     """One customer."""
+    return _customer_out(await customers.get_customer(conn, customer_id))
+
+
+@router.delete("/customers/{customer_id}/unsubscribes/{channel}")
+async def resubscribe(
+    customer_id: ResourceId, channel: Channel, conn: ConnectionDep, container: ContainerDep
+) -> dict[str, Any]:
+    """Re-subscribe: clear the recipient's own unsubscribe from a channel (idempotent).
+
+    Only for a recipient who asked to receive the channel again; a customer PUT never
+    clears it.
+    """
+    await unsubscribe.resubscribe(conn, customer_id, channel, now=container.clock())
     return _customer_out(await customers.get_customer(conn, customer_id))
 
 

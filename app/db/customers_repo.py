@@ -82,3 +82,26 @@ async def opt_out_channel(
             .values(opted_out_channels=sorted(current | {channel}), updated_at=now)
         )
     return True
+
+
+async def opt_in_channel(
+    conn: AsyncConnection, customer_id: str, channel: str, *, now: datetime
+) -> bool:
+    """Remove ``channel`` from the customer's opt-outs; False when the customer does not exist."""
+    row = (
+        await conn.execute(
+            select(customers.c.opted_out_channels)
+            .where(customers.c.id == customer_id)
+            .with_for_update()
+        )
+    ).first()
+    if row is None:
+        return False
+    current = set(row.opted_out_channels or ())
+    if channel in current:
+        await conn.execute(
+            update(customers)
+            .where(customers.c.id == customer_id)
+            .values(opted_out_channels=sorted(current - {channel}), updated_at=now)
+        )
+    return True

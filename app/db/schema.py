@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData
 
-from . import admin_session_tables, queue_tables, schedule_tables  # noqa: F401  (their tables)
+from . import (  # noqa: F401  (imported for their tables)
+    admin_session_tables,
+    queue_tables,
+    schedule_tables,
+    unsubscribe_tables,
+)
 from .tables import Base
 
 metadata: MetaData = Base.metadata

@@ -4,6 +4,8 @@
   customer's ``webhook_url`` changes (a new URL is a new endpoint worth trying).
 * Quiet hours come as a pair: both ends or neither, and the two ends differ.
 * Unsubscribing keeps the first ``unsubscribed_at``; subscribing again clears it.
+* What the recipient unsubscribed from through a link stays opted out whatever a PUT
+  sends (``app.services.unsubscribe``).
 
 A PUT replaces the record but must read what it keeps (the disable mark, the first
 unsubscribe time), so it locks the row first: a 410 recorded by a delivery while the PUT
@@ -29,6 +31,8 @@ from app.domain.registration import (
     first_of_each,
     in_batch_order,
 )
+
+from . import unsubscribe
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,8 @@ async def put_customers(conn: AsyncConnection, items: Items, *, now: datetime) -
     in order. Unchanged customers are not written."""
     unique = first_of_each(items)
     previous = await customers_repo.lock_customers(conn, list(unique))
+    # A recipient's own unsubscribes survive: their channels stay opted out.
+    recorded = await unsubscribe.recorded_channels(conn, list(unique))
     results, rows = {}, []
     for customer_id, change in unique.items():
         before = previous.get(customer_id)
@@ -85,6 +91,8 @@ async def put_customers(conn: AsyncConnection, items: Items, *, now: datetime) -
         except InvalidInput as failure:
             results[customer_id] = ItemResult.refused(customer_id, failure)
             continue
+        kept = recorded.get(customer_id, set())
+        values["opted_out_channels"] = sorted({*values["opted_out_channels"], *kept})
         if before is not None and all(before[name] == value for name, value in values.items()):
             results[customer_id] = ItemResult(customer_id, ItemStatus.UNCHANGED)
             continue
@@ -105,8 +113,9 @@ async def put_customer(
 
 
 async def get_customer(conn: AsyncConnection, customer_id: str) -> dict[str, Any]:
-    """A customer, or NotFound."""
+    """A customer with the recipient's own unsubscribes, or NotFound."""
     customer = await customers_repo.get_customer(conn, customer_id)
     if customer is None:
         raise NotFound(f"no customer {customer_id!r}")
-    return customer
+    recorded = await unsubscribe.recipient_unsubscribes(conn, customer_id)
+    return customer | {"recipient_unsubscribes": recorded}

@@ -11,6 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.container import build_container
+from app.domain.unsubscribe import UnsubscribeLinks
 from app.main import create_app
 from tests.conftest import make_settings
 from tests.support.channel_servers import WebhookSink, serve
@@ -47,6 +48,12 @@ async def channel_app(clean_database_url, tmp_path: Path, clock, rand, publisher
     await container.engine.dispose()
 
 
+@pytest.fixture
+def container_links():
+    """Unsubscribe links as channel_app's service issues them."""
+    return UnsubscribeLinks("https://relay.example", b"test-unsubscribe-secret")
+
+
 async def deliver(client, publisher) -> list[dict]:
     """Sweep, then push every published message once; the answers in order."""
     await sweep(client)
@@ -80,6 +87,37 @@ async def test_one_click_unsubscribe_suppresses_the_next_email(channel_app, cloc
     await put_reminder(client, "digest:cust_1:w34", customer_id="cust_1", due_at=clock.now)
     assert [a["outcome"] for a in await deliver(client, publisher)] == ["suppressed"]
     assert len(email.calls) == 1
+
+
+async def test_an_application_put_does_not_undo_a_recipients_unsubscribe(
+    channel_app, clock, publisher, container_links
+):
+    """The recipient's unsubscribe is recorded apart and survives customer PUTs; only the
+    documented re-subscribe clears it."""
+    client, email = channel_app
+    await put_customer(client, "cA")
+    path = urlsplit(container_links.url_for("cA", "email")).path
+    clock.advance(minutes=5)
+    assert (await client.post(path, data={"List-Unsubscribe": "One-Click"})).status_code == 200
+
+    after = await put_customer(client, "cA", email="a@example.com")  # the application's PUT
+    assert after["opted_out_channels"] == ["email"]
+    assert after["recipient_unsubscribes"] == [
+        {
+            "channel": "email",
+            "unsubscribed_at": "2026-08-10T09:05:00+00:00",
+            "method": "unsubscribe_link",
+        }
+    ]
+    await put_reminder(client, "r-after-put", customer_id="cA", due_at=clock.now)
+    assert [a["outcome"] for a in await deliver(client, publisher)] == ["suppressed"]
+
+    again = await client.delete("/v1/customers/cA/unsubscribes/email", headers=API)
+    assert again.status_code == 200, again.text
+    assert again.json()["opted_out_channels"] == []
+    assert again.json()["recipient_unsubscribes"] == []
+    await put_reminder(client, "r-after-resubscribe", customer_id="cA", due_at=clock.now)
+    assert [a["outcome"] for a in await deliver(client, publisher)] == ["sent"]
 
 
 @pytest.mark.parametrize(
