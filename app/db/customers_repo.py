@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from operator import itemgetter
 from typing import Any
@@ -65,29 +65,23 @@ async def opt_out_channel(
     conn: AsyncConnection, customer_id: str, channel: str, *, now: datetime
 ) -> bool:
     """Add ``channel`` to the customer's opt-outs; False when the customer does not exist."""
-    row = (
-        await conn.execute(
-            select(customers.c.opted_out_channels)
-            .where(customers.c.id == customer_id)
-            .with_for_update()
-        )
-    ).first()
-    if row is None:
-        return False
-    current = set(row.opted_out_channels or ())
-    if channel not in current:
-        await conn.execute(
-            update(customers)
-            .where(customers.c.id == customer_id)
-            .values(opted_out_channels=sorted(current | {channel}), updated_at=now)
-        )
-    return True
+    return await _change_opt_outs(conn, customer_id, lambda current: current | {channel}, now)
 
 
 async def opt_in_channel(
     conn: AsyncConnection, customer_id: str, channel: str, *, now: datetime
 ) -> bool:
     """Remove ``channel`` from the customer's opt-outs; False when the customer does not exist."""
+    return await _change_opt_outs(conn, customer_id, lambda current: current - {channel}, now)
+
+
+async def _change_opt_outs(
+    conn: AsyncConnection,
+    customer_id: str,
+    change: Callable[[set[str]], set[str]],
+    now: datetime,
+) -> bool:
+    # Read-modify-write under the row lock: a concurrent PUT or unsubscribe waits.
     row = (
         await conn.execute(
             select(customers.c.opted_out_channels)
@@ -98,10 +92,11 @@ async def opt_in_channel(
     if row is None:
         return False
     current = set(row.opted_out_channels or ())
-    if channel in current:
+    wanted = change(current)
+    if wanted != current:
         await conn.execute(
             update(customers)
             .where(customers.c.id == customer_id)
-            .values(opted_out_channels=sorted(current - {channel}), updated_at=now)
+            .values(opted_out_channels=sorted(wanted), updated_at=now)
         )
     return True
