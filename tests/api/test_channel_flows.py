@@ -94,7 +94,7 @@ async def test_an_application_put_does_not_undo_a_recipients_unsubscribe(
 ):
     """The recipient's unsubscribe is recorded apart and survives customer PUTs; only the
     documented re-subscribe clears it."""
-    client, email = channel_app
+    client, _ = channel_app
     await put_customer(client, "cA")
     path = urlsplit(container_links.url_for("cA", "email")).path
     clock.advance(minutes=5)

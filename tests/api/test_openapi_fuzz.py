@@ -19,8 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from app.adapters.queues.memory import MemoryPublisher
-from app.container import build_container
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN, API_TOKEN, CRON_TOKEN, empty_all_tables, make_settings
 from tests.support.live_server import live_server
@@ -59,9 +57,9 @@ def _fuzz(operation, base_url: str, mode: GenerationMode) -> None:
 def test_no_generated_request_answers_500(database_url, tmp_path):
     """Every operation, positive and negative cases: 2xx or a clear 4xx, never 5xx."""
     asyncio.run(empty_all_tables(database_url))
-    container = build_container(make_settings(database_url, tmp_path), publisher=MemoryPublisher())
-    app = create_app(container=container)
-    with live_server(app, on_stop=container.engine.dispose) as base_url:
+    # The lifespan opens the container in the server's own loop (its pools belong there).
+    app = create_app(make_settings(database_url, tmp_path, queue="memory"))
+    with live_server(app) as base_url:
         http = httpx.Client(base_url=base_url, timeout=10)
         created = http.put(
             "/v1/customers/c1",
