@@ -13,9 +13,13 @@ import dataclasses
 import time
 from typing import Any
 
+import httpx
 import pytest
 
+from app.adapters.queues.memory import MemoryPublisher
+from app.container import open_container
 from app.main import create_app
+from tests.conftest import make_settings
 from tests.support.flow import API
 from tests.support.push import envelope, signed
 
@@ -135,10 +139,20 @@ async def test_a_trickling_body_gets_408(app, container):
     assert time.monotonic() - started < 5
 
 
-async def test_a_push_without_a_timestamp_is_refused_when_one_is_required(container, client):
-    """REMINDERS_PUSH_REQUIRE_TIMESTAMP: an untimestamped signature is 401, a fresh one works."""
-    container.push_format._require_timestamp = True  # as built from the setting
-    raw, headers = signed(envelope("r1"))
-    assert (await client.post("/push/reminders", content=raw, headers=headers)).status_code == 401
-    raw, headers = signed(envelope("r1"), timestamp=int(time.time()))
-    assert (await client.post("/push/reminders", content=raw, headers=headers)).status_code == 200
+async def test_a_push_without_a_timestamp_is_refused_when_one_is_required(
+    clean_database_url, tmp_path
+):
+    """REMINDERS_PUSH_REQUIRE_TIMESTAMP: an untimestamped signature is 401, a fresh one is
+    authenticated (and then rejected as an unknown reminder: 200)."""
+    settings = make_settings(clean_database_url, tmp_path, push_require_timestamp=True)
+    async with open_container(settings, publisher=MemoryPublisher()) as container:
+        app = create_app(container=container)
+        app.state.container = container
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            raw, headers = signed(envelope("r1"))
+            refused = await client.post("/push/reminders", content=raw, headers=headers)
+            assert refused.status_code == 401
+            raw, headers = signed(envelope("r1"), timestamp=int(time.time()))
+            accepted = await client.post("/push/reminders", content=raw, headers=headers)
+            assert accepted.status_code == 200, accepted.text
