@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import select
 
 from app.adapters.queues.memory import MemoryPublisher
-from app.container import build_container
 from app.db.engine import create_engine
 from app.db.tables import dead_letters, send_records
 from app.domain.errors import TransientProviderError
@@ -91,21 +90,24 @@ def test_operator_redrives_a_dead_letter_from_the_admin_page(database_url, tmp_p
     from playwright.sync_api import expect, sync_playwright
 
     asyncio.run(empty_all_tables(database_url))
-    settings = make_settings(database_url, tmp_path, max_attempts=1)
-    publisher = MemoryPublisher()
+    settings = make_settings(database_url, tmp_path, max_attempts=1, queue="memory")
     provider = ScriptedProvider(
         script=[TransientProviderError("451 try later", detail_class="smtp_4xx")]
     )
-    container = build_container(settings, publisher=publisher)
-    container.receiver = dataclasses.replace(
-        container.receiver, providers={"email": provider, "webhook": provider}
-    )
-    app = create_app(container=container)
+    # The lifespan opens the container in the server's own loop (the PostgreSQL ledger's
+    # pool belongs to it); the scripted provider goes in before the first request.
+    app = create_app(settings)
     ARTIFACTS.mkdir(exist_ok=True)
     with (
-        live_server(app, on_stop=container.engine.dispose) as base_url,
+        live_server(app) as base_url,
         httpx.Client(base_url=base_url, timeout=10) as http,
     ):
+        container = app.state.container
+        container.receiver = dataclasses.replace(
+            container.receiver, providers={"email": provider, "webhook": provider}
+        )
+        publisher = container.publisher
+        assert isinstance(publisher, MemoryPublisher)
         _seed_dead_letter(http, publisher)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
