@@ -64,7 +64,7 @@ def create_app(
     app.add_middleware(
         RequestGuard,
         routers=[reminders.router, schedules.router, dead_letters.router, batch.router],
-        larger_bodies={batch.router: batch.MAX_BATCH_BYTES},
+        larger_bodies=[(batch.router, batch.MAX_BATCH_BYTES)],
     )
     for module in (push, cron, batch, reminders, schedules, health, unsubscribe):
         app.include_router(module.router)

@@ -5,7 +5,7 @@ PUT that changes its plan, or a resume, clears the mark. The partial index serve
 admin page's and the metrics' "broken schedules" count without scanning active ones.
 
 Revision ID: 0009_schedule_errors
-Revises: 0006
+Revises: 0009_import_progress
 Create Date: 2026-11-30 17:10:00
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009_schedule_errors"
-down_revision: str | None = "0006"
+down_revision: str | None = "0009_import_progress"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

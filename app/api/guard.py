@@ -23,7 +23,7 @@ overridden: the client gets the guard's 413 or 408.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from fastapi import APIRouter
@@ -80,12 +80,12 @@ class RequestGuard:
         app: Any,
         *,
         routers: Sequence[APIRouter],
-        larger_bodies: Mapping[APIRouter, int] | None = None,
+        larger_bodies: Sequence[tuple[APIRouter, int]] = (),
     ) -> None:
         self.app = app
-        caps = larger_bodies or {}
+        caps = {id(router): cap for router, cap in larger_bodies}  # routers are not hashable
         self._routes: list[tuple[BaseRoute, list[Check], int]] = [
-            (route, _credential_checks(router), caps.get(router, MAX_BODY_BYTES))
+            (route, _credential_checks(router), caps.get(id(router), MAX_BODY_BYTES))
             for router in routers
             for route in router.routes
         ]

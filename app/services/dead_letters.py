@@ -49,8 +49,8 @@ __all__ = [
 ]
 
 MAX_PAGE = 500
-# send_records.id and dead_letters.id are 32-bit integers on PostgreSQL.
-MAX_ROW_ID = 2**31 - 1
+# send_records.id and dead_letters.id are 64-bit integers (migration 0007_ids64).
+MAX_ROW_ID = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)

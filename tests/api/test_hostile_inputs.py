@@ -88,6 +88,7 @@ async def test_a_webhook_url_longer_than_the_column_is_422(client):
         ("/v1/dead-letters", {"reminder_id": "a\u0000b"}),
         ("/v1/sends", {"channel": "a\u0000b"}),
         ("/v1/dead-letters/2147483648", {}),
+        ("/v1/dead-letters/9223372036854775808", {}),
         ("/v1/dead-letters/99999999999999999999", {}),
     ],
 )
@@ -98,7 +99,8 @@ async def test_hostile_operator_queries_are_4xx(client, path, params):
 
 
 @pytest.mark.parametrize(
-    "path", ["/v1/dead-letters/2147483648/redrive", "/v1/sends/2147483648/redrive"]
+    "path",
+    ["/v1/dead-letters/9223372036854775808/redrive", "/v1/sends/9223372036854775808/redrive"],
 )
 async def test_redriving_an_id_beyond_the_column_is_422(client, path):
     """An id past the integer column is refused naming it, not passed to the database."""
