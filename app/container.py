@@ -22,6 +22,7 @@ from app.domain.ports import PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
 from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import instrument_providers
+from app.services.catchup import CatchUpLimits
 from app.services.receive import DeliveryPolicy, Receiver
 from app.services.retention import RetentionPolicy
 from app.services.sweep import SweepLimits, SweepReport, sweep
@@ -112,6 +113,10 @@ def build_container(
             batch_size=settings.sweep_batch_size,
             time_budget_seconds=settings.sweep_time_budget_seconds,
             claim_seconds=settings.sweep_claim_seconds,
+            catch_up=CatchUpLimits(
+                margin=timedelta(seconds=settings.catchup_margin_seconds),
+                batch_size=settings.sweep_batch_size,
+            ),
         ),
         clock=clock,
         http=http,

@@ -41,8 +41,9 @@ source tree (e.g. ``git worktree add /tmp/rr-before <commit>``) and/or with othe
 so drift does not favour one target). The current tree is the target ``service``.
 
 **Push authentication**: first, each push format's ``authenticate`` and ``parse`` are timed in
-process (``bench/push_auth.py``: HMAC, query token, Google OIDC with cached keys) so their
-per-delivery cost stands next to the Infrai HMAC in the same run.
+process (``bench/push_auth.py``: HMAC, query token, Google OIDC with cached keys, SNS
+signatures with a cached certificate, QStash JWT) so their per-delivery cost stands next to
+the Infrai HMAC in the same run.
 
 Output: one table per repetition, the medians, and as the last line
 ``ratios (service): new/bare=… duplicate/bare=…`` (medians of the per-repetition ratios).

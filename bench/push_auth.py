@@ -2,9 +2,11 @@
 
 For every push format: the same JSON payload, authenticated ``--auth-iterations`` times as
 its queue would send it (HMAC header, query token, or a Google OIDC token RS256-signed by a
-test key whose certificate the verifier has cached, as in production after the first fetch),
-then parsed into a ``Delivery``. Reported: µs per ``authenticate`` and per ``parse``, the
-median of five rounds. The wrk phases of ``bench/push.py`` measure the whole route.
+test key whose certificate the verifier has cached, as in production after the first fetch;
+SNS signatures v1/v2 whose certificate the verifier fetched once over HTTPS on loopback and
+then caches; an Upstash JWT with parsed keys), then parsed into a ``Delivery``. Reported: µs
+per ``authenticate`` and per ``parse``, the median of five rounds. The wrk phases of
+``bench/push.py`` measure the whole route. Alone: ``.venv/bin/python -m bench.push_auth``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import base64
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import orjson
@@ -44,8 +47,9 @@ class Case:
     request: PushRequest
 
 
-def cases() -> list[Case]:
+async def cases(stack: AsyncExitStack) -> list[Case]:
     """Every push format this tree ships, with an authentic request each."""
+    from bench.push_auth_aws import aws_cases
     from tests.support.google_tokens import AUDIENCE, SERVICE_ACCOUNT, SigningKey
 
     key = SigningKey.generate("bench-key")
@@ -79,6 +83,7 @@ def cases() -> list[Case]:
             PushRequest(wrapped, {}, {"token": SECRET.decode()}),
         ),
         Case("pubsub oidc", PubSubPushFormat(oidc=oidc, tokens=[]), PushRequest(wrapped, token)),
+        *(Case(*case) for case in await aws_cases(stack)),
     ]
 
 
@@ -108,12 +113,17 @@ async def measure(iterations: int) -> list[tuple[str, float, float]]:
     """(format, µs per authenticate, µs per parse) for every case."""
     rows = []
     now = time.time()
-    for case in cases():
-        fmt, request = case.push_format, case.request
-        await fmt.authenticate(request, now=now)  # first call fetches and parses keys
-        auth = await _time_per_call(lambda f=fmt, r=request: f.authenticate(r, now=now), iterations)
-        parse = await _time_per_call(lambda f=fmt, r=request: f.parse("reminders", r), iterations)
-        rows.append((case.name, auth, parse))
+    async with AsyncExitStack() as stack:
+        for case in await cases(stack):
+            fmt, request = case.push_format, case.request
+            await fmt.authenticate(request, now=now)  # first call fetches and parses keys
+            auth = await _time_per_call(
+                lambda f=fmt, r=request: f.authenticate(r, now=now), iterations
+            )
+            parse = await _time_per_call(
+                lambda f=fmt, r=request: f.parse("reminders", r), iterations
+            )
+            rows.append((case.name, auth, parse))
     return rows
 
 
@@ -125,3 +135,7 @@ def print_auth_costs(iterations: int) -> None:
     print(f"  {'format':<18} {'auth µs':>9} {'x hmac':>7} {'parse µs':>9}")
     for name, auth, parse in rows:
         print(f"  {name:<18} {auth:>9.1f} {auth / base:>7.1f} {parse:>9.1f}")
+
+
+if __name__ == "__main__":
+    print_auth_costs(2000)

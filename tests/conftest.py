@@ -33,7 +33,11 @@ from tests.support.clock import FakeClock
 from tests.support.providers import ScriptedProvider
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
-pytest_plugins = ["tests.support.infrai_fixtures", "tests.support.google_emulators"]
+pytest_plugins = [
+    "tests.support.infrai_fixtures",
+    "tests.support.google_emulators",
+    "tests.support.aws_fixtures",
+]
 
 API_TOKEN = "test-api-token"
 CRON_TOKEN = "test-cron-token"

@@ -17,6 +17,7 @@ _STATUS: list[tuple[type[errors.ReminderRelayError], int, str]] = [
     (errors.Unauthenticated, 401, "unauthenticated"),
     (errors.PayloadTooLarge, 413, "payload_too_large"),
     (errors.RequestTimedOut, 408, "request_timeout"),
+    (errors.AuthenticationUnavailable, 503, "authentication_unavailable"),
     (errors.PublishError, 502, "queue_unavailable"),
     (errors.ConfigError, 500, "misconfigured"),
 ]
@@ -30,6 +31,8 @@ def error_response(error: errors.ReminderRelayError) -> JSONResponse:
             if isinstance(error, errors.InvalidInput):
                 body["fields"] = [{"field": error.field, "message": str(error)}]
             headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+            if status == 503:
+                headers = {"Retry-After": "60"}
             return JSONResponse(body, status_code=status, headers=headers)
     return JSONResponse({"error": "internal", "message": "internal error"}, status_code=500)
 

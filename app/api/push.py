@@ -5,11 +5,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from app.domain.errors import MalformedDelivery, NotFound, PayloadTooLarge, Unauthenticated
+from app.domain.errors import (
+    AuthenticationUnavailable,
+    MalformedDelivery,
+    NotFound,
+    PayloadTooLarge,
+    Unauthenticated,
+)
 from app.domain.messages import Delivery, PushRequest
 from app.observability import record_delivery, record_push_refused
 from app.services.receive import Answer, quarantine, receive_delivery
@@ -53,6 +60,15 @@ async def push(request: Request) -> Response:
             "too_large" if isinstance(error, PayloadTooLarge) else "unauthenticated"
         )
         return error_response(error)
+    except AuthenticationUnavailable as error:  # our side failed: the queue must retry (5xx)
+        log.error("push on queue %s not verifiable now: %s", queue[:64], error)
+        record_push_refused("keys_unavailable")
+        return error_response(error)
+    handle_control = getattr(push_format, "handle_control", None)
+    if handle_control is not None:
+        control = await _control_answer(handle_control, pushed, queue)
+        if control is not None:
+            return control
     started = time.perf_counter()
     try:
         delivery = push_format.parse(queue, pushed)
@@ -82,6 +98,23 @@ async def push(request: Request) -> Response:
 PUSH_PATH = "/push/{queue}"
 router.add_route(PUSH_PATH, push, methods=["POST"], include_in_schema=False)
 _push_route = router.routes[-1]
+
+
+async def _control_answer(
+    handle_control: Callable[[PushRequest], Awaitable[str | None]],
+    pushed: PushRequest,
+    queue: str,
+) -> Response | None:
+    # A queue's handshake (SNS subscription confirmation): acted on, answered 200, never a
+    # delivery. A confirmation we refuse or cannot complete answers like authentication.
+    try:
+        detail = await handle_control(pushed)
+    except (Unauthenticated, AuthenticationUnavailable) as error:
+        log.warning("control message on queue %s refused: %s", queue[:64], error)
+        return error_response(error)
+    if detail is None:
+        return None
+    return Response(orjson.dumps({"outcome": "control", "ack": True, "detail": detail}), 200)
 
 
 def _fallback_id(body: bytes) -> str:

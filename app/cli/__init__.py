@@ -9,6 +9,7 @@ from app.cli import server
 from app.cli.dead_letters import app as dead_letters_app
 from app.cli.demo import demo_command
 from app.cli.embedded import dispatch_command
+from app.cli.embedded_dead import app as embedded_dead_app
 from app.cli.infrai import check_command, setup_infrai_command, worker_command
 from app.cli.registration import import_command
 from app.cli.retention import purge_command
@@ -24,6 +25,7 @@ ORDER = (
     "dead-letters",
     "purge",
     "dispatch",
+    "embedded-dead",
     "setup",
     "setup-infrai",
     "check",
@@ -47,6 +49,7 @@ cli.command("migrate")(server.migrate)
 cli.command("sweep")(server.sweep_command)
 cli.add_typer(dead_letters_app, name="dead-letters")
 cli.command("dispatch")(dispatch_command)
+cli.add_typer(embedded_dead_app, name="embedded-dead")
 cli.command("setup")(setup_command)
 cli.command("purge")(purge_command)
 cli.command("import")(import_command)

@@ -50,7 +50,7 @@ class MemoryQueueRefused(ReminderRelayError):
 @asynccontextmanager
 async def open_container(settings: Settings, *, publish: bool) -> AsyncIterator[Container]:
     """The service's objects for one command; refuses a real redrive into a memory queue."""
-    if publish and settings.queue == "memory":
+    if publish and "memory" in settings.queue_kinds_in_use:
         raise MemoryQueueRefused(
             "REMINDERS_QUEUE=memory: a message published here would vanish with this process; "
             "use --dry-run, POST /v1/dead-letters/.../redrive, or the /admin page"

@@ -49,7 +49,7 @@ def dispatch_command(
 ) -> None:
     """Run the embedded queue's dispatcher alone (SIGTERM/SIGINT stop it gracefully)."""
     settings = _settings()
-    if settings.queue != "embedded":
+    if "embedded" not in settings.queue_kinds_in_use:
         console.print(f"[red]REMINDERS_QUEUE={settings.queue}: nothing to dispatch[/red]")
         raise typer.Exit(2)
     if concurrency is not None:

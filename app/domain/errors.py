@@ -36,6 +36,10 @@ class Unauthenticated(ReminderRelayError):
     """Missing or invalid credentials."""
 
 
+class AuthenticationUnavailable(ReminderRelayError):
+    """The keys to verify this request could not be fetched now; the sender should retry."""
+
+
 class PayloadTooLarge(ReminderRelayError):
     """The request body exceeds the configured limit."""
 

@@ -71,6 +71,15 @@ class PushFormat(Protocol):
         ...
 
 
+class ControlMessages(Protocol):
+    """A push format whose queue also pushes messages that are not deliveries (SNS's
+    subscription handshake); the route calls it after ``authenticate``."""
+
+    async def handle_control(self, request: PushRequest) -> str | None:
+        """Act on an authenticated control message and describe it; None for a delivery."""
+        ...
+
+
 class QueueConsumer(Protocol):
     """Pulls messages from a queue for the pull worker (private networks)."""
 

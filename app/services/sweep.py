@@ -1,7 +1,9 @@
 """The cron sweep: publish reminders that entered the queue's delay horizon, then return.
 
 Catch-up is by due time and state, never by remembering the last run: a sweep after a
-paused cron finds every overdue ``scheduled`` row and publishes it with delay 0.
+paused cron finds every overdue ``scheduled`` row and publishes it with delay 0, and then
+republishes the sends of ``enqueued`` rows whose queue message was lost
+(``app/services/catchup.py``).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -20,6 +22,7 @@ from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
 from app.domain.ports import QueuePublisher
 from app.domain.queueing import horizon_end
+from app.services.catchup import CatchUpLimits, catch_up_lost_messages
 from app.services.materialize import materialize_schedules
 from app.services.retention import PurgeReport, RetentionPolicy, purge
 
@@ -34,6 +37,7 @@ class SweepLimits:
     time_budget_seconds: float = 60.0
     # A claimed row not marked enqueued by then (the sweep crashed) is swept again.
     claim_seconds: float = 120.0
+    catch_up: CatchUpLimits = field(default_factory=CatchUpLimits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,7 @@ class SweepReport:
     error: str | None = None
     # What retention deleted with the budget left after publishing (None: not run).
     purged: PurgeReport | None = None
+    republished: int = 0  # messages of lost sends published again (app/services/catchup.py)
 
     def to_json(self) -> dict[str, object]:
         """The report as the cron route and ``reminders sweep`` print it."""
@@ -57,6 +62,7 @@ class SweepReport:
             "remaining": self.remaining,
             "horizon_end": self.horizon_end.isoformat(),
             "duration_ms": self.duration_ms,
+            "republished": self.republished,
         }
         if self.purged is not None:
             body["purged"] = self.purged.to_json()
@@ -123,6 +129,15 @@ async def sweep(
         enqueued += len(batch)
         if len(batch) < limits.batch_size:
             break
+    republished = 0
+    if error is None and monotonic() - started < limits.time_budget_seconds:
+        try:
+            republished = await catch_up_lost_messages(
+                engine, publisher, queue_for=queue_for, now=clock(), limits=limits.catch_up
+            )
+        except PublishError as failure:
+            error = str(failure)
+            log.error("sweep catch-up stopped: the queue refused a batch: %s", error)
     async with engine.connect() as conn:
         remaining = await reminders_repo.count_sweepable(
             conn, now=now, horizon_end=horizon_end(now, publisher)
@@ -138,7 +153,14 @@ async def sweep(
         )
     duration_ms = int((monotonic() - started) * 1000)
     return SweepReport(
-        enqueued, messages, remaining, horizon_end(now, publisher), duration_ms, error, purged
+        enqueued,
+        messages,
+        remaining,
+        horizon_end(now, publisher),
+        duration_ms,
+        error,
+        purged,
+        republished,
     )
 
 

@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from app.domain.retry import BackoffPolicy
+from app.settings.aws import QStashSettings, SnsSettings, check_aws_settings
 from app.settings.channels import ChannelSettings, split_csv
 from app.settings.database import DatabaseSettings
 from app.settings.embedded import EmbeddedQueueSettings
@@ -22,7 +23,7 @@ from app.settings.problems import MissingSecrets, gather
 from app.settings.secrets import DEV_PUSH_SECRET, SECRET_FIELDS, dev_token, is_placeholder
 
 # Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
-QueueKind = Literal["memory", "embedded", "infrai", "cloudtasks", "pubsub"]
+QueueKind = Literal["memory", "embedded", "infrai", "cloudtasks", "pubsub", "sns", "qstash"]
 
 
 class Settings(DatabaseSettings, ChannelSettings):
@@ -33,7 +34,7 @@ class Settings(DatabaseSettings, ChannelSettings):
     dev_mode: bool = False
 
     queue: QueueKind = "embedded"
-    # A channel may use another queue kind than REMINDERS_QUEUE (e.g. webhooks via Pub/Sub).
+    # A channel may use another queue kind than REMINDERS_QUEUE (e.g. webhooks via QStash).
     email_queue_kind: QueueKind | None = None
     webhook_queue_kind: QueueKind | None = None
     # The embedded queue's dispatcher: REMINDERS_EMBEDDED_* (app/settings/embedded.py).
@@ -46,6 +47,8 @@ class Settings(DatabaseSettings, ChannelSettings):
     cloudtasks: CloudTasksSettings = Field(default_factory=CloudTasksSettings)
     pubsub: PubSubSettings = Field(default_factory=PubSubSettings)
     google_push: GooglePushSettings = Field(default_factory=GooglePushSettings)
+    sns: SnsSettings = Field(default_factory=SnsSettings)  # REMINDERS_SNS_*
+    qstash: QStashSettings = Field(default_factory=QStashSettings)  # REMINDERS_QSTASH_*
     public_base_url: str = "http://127.0.0.1:8000"
 
     push_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -78,6 +81,8 @@ class Settings(DatabaseSettings, ChannelSettings):
     # them forever.
     retention_days: float = Field(default=90.0, ge=0)
     retention_batch_size: int = Field(default=500, ge=1, le=10000)
+    # A send not final whose queue message is this much overdue is published again.
+    catchup_margin_seconds: float = Field(default=1800.0, ge=60)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # auto: a console format on a terminal, JSON lines anywhere else (containers, files).
@@ -145,6 +150,10 @@ class Settings(DatabaseSettings, ChannelSettings):
             max_attempts=self.max_attempts,
             provider_timeout_seconds=self.provider_timeout_seconds,
         )
+        sns_queues = {queue for queue, kind in self.queue_kinds.items() if kind == "sns"}
+        check_aws_settings(
+            self.queue_kinds_in_use, sns_queues=sns_queues, sns=self.sns, qstash=self.qstash
+        )
 
     def _refuse_placeholder_secrets(self) -> None:
         missing = [
@@ -196,6 +205,10 @@ class Settings(DatabaseSettings, ChannelSettings):
     def queue_kinds_in_use(self) -> set[str]:
         """The queue kinds some channel uses."""
         return set(self.channel_queue_kinds.values())
+
+    def push_url(self, queue: str) -> str:
+        """The public URL of a queue's push route (QStash's destination and ``sub``)."""
+        return f"{self.public_base_url.rstrip('/')}/push/{queue}"
 
     def queue_for_channel(self, channel: str) -> str:
         """The queue a channel's messages go to; unknown channels use REMINDERS_QUEUE_NAME."""

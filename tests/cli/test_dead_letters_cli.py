@@ -9,24 +9,15 @@ from typer.testing import CliRunner
 import app.cli.dead_letters as cli_module
 from app.cli import cli
 from app.container import open_container
+from tests.support.cli_env import service_env
 from tests.support.dead_letters import exhaust
 from tests.support.flow import get_reminder, push_message
-from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
 
 @pytest.fixture
 def cli_env(settings, monkeypatch):
     """The environment a deployment would give the CLI, pointed at the test database."""
-    env = {
-        "REMINDERS_DATABASE_URL": settings.database_url,
-        "REMINDERS_PUSH_SECRETS": f"{PUSH_SECRET},{NEXT_PUSH_SECRET}",
-        "REMINDERS_API_TOKEN": "test-api-token",
-        "REMINDERS_CRON_TOKEN": "test-cron-token",
-        "REMINDERS_ADMIN_TOKEN": "test-admin-token",
-        "REMINDERS_OUTBOX_DIR": str(settings.outbox_dir),
-        "REMINDERS_QUEUE": "memory",
-        "COLUMNS": "220",
-    }
+    env = {**service_env(settings), "REMINDERS_QUEUE": "memory", "COLUMNS": "220"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env

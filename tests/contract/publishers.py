@@ -11,6 +11,7 @@ Messages go to ``CONTRACT_QUEUE``; create it first if the queue needs that.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -20,15 +21,22 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
+from app.adapters.channels.http import SharedHttp
 from app.adapters.queues.embedded import EmbeddedQueuePublisher
 from app.adapters.queues.infrai import InfraiPublisher
 from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.qstash import QStashPublisher
+from app.adapters.queues.sns import SnsPublisher
 from app.db import queue_repo
 from app.db.engine import create_engine
 from app.domain.ports import QueuePublisher
 from app.domain.queueing import DEDUP_WINDOW
+from tests.support.aws_fixtures import CREDENTIALS, REGION
 from tests.support.clock import FakeClock
+from tests.support.fake_qstash import FREE_PLAN_DELAY, FakeQStash
+from tests.support.fake_qstash import TOKEN as QSTASH_TOKEN
 from tests.support.infrai_fixtures import RecordingSleep, make_api
 
 CONTRACT_QUEUE = "contract-reminders"
@@ -138,6 +146,60 @@ async def infrai_publisher(env: PublisherEnv) -> AsyncIterator[PublisherUnderTes
         yield PublisherUnderTest(InfraiPublisher(api), held, fake.idempotency_window)
 
 
+@asynccontextmanager
+async def sns_publisher(env: PublisherEnv) -> AsyncIterator[PublisherUnderTest]:
+    """The SNS publisher against moto's SNS server on loopback (no delay, no dedup)."""
+    moto = env.request.getfixturevalue("moto")
+    topic = moto.create_topic(CONTRACT_QUEUE)
+
+    async def held() -> list[HeldMessage]:
+        return [
+            HeldMessage(sent[0], CONTRACT_QUEUE, json.loads(sent[1]), 0.0)
+            for sent in moto.sent(CONTRACT_QUEUE)
+        ]
+
+    publisher = SnsPublisher(
+        {CONTRACT_QUEUE: topic},
+        region=REGION,
+        endpoint_url=moto.endpoint_url,
+        client_options=CREDENTIALS,
+    )
+    try:
+        yield PublisherUnderTest(publisher, held, deduplicates=False)
+    finally:
+        await publisher.aclose()
+
+
+@asynccontextmanager
+async def qstash_publisher(env: PublisherEnv) -> AsyncIterator[PublisherUnderTest]:
+    """The QStash publisher against a loopback server speaking the documented API."""
+    fake = FakeQStash(env.clock)
+    await fake.start()
+    prefix = "https://reminders.example.com/push/"
+
+    async def held() -> list[HeldMessage]:
+        return [
+            HeldMessage(m.message_id, m.destination.removeprefix(prefix), json.loads(m.body),
+                        m.delay_seconds)
+            for m in fake.messages
+        ]  # fmt: skip
+
+    http = SharedHttp()
+    try:
+        publisher = QStashPublisher(
+            http,
+            base_url=fake.base_url,
+            token=SecretStr(QSTASH_TOKEN),
+            push_url_for=lambda queue: prefix + queue,
+            max_delay_seconds=FREE_PLAN_DELAY,
+            clock=env.clock,
+        )
+        yield PublisherUnderTest(publisher, held, fake.dedup_window)
+    finally:
+        await http.aclose()
+        await fake.stop()
+
+
 def _google_case(name: str) -> PublisherCase:
     # Imported late: the Google factories import this module's types.
     from tests.contract import google_publishers
@@ -149,6 +211,8 @@ PUBLISHER_FACTORIES: list[PublisherCase] = [
     PublisherCase("memory", memory_publisher),
     PublisherCase("embedded", embedded_publisher),
     PublisherCase("infrai", infrai_publisher),
+    PublisherCase("sns", sns_publisher),
+    PublisherCase("qstash", qstash_publisher),
     _google_case("cloudtasks"),
     _google_case("pubsub"),
 ]

@@ -178,7 +178,8 @@ async def test_only_scheduled_rows_are_published_once(engine, clock, recorder):
     async with engine.begin() as conn:
         await service.cancel_reminder(conn, "b", now=clock.now)
     assert (await run(engine, recorder, clock)).enqueued == 1
-    clock.advance(hours=1)
+    # Within the catch-up margin: an enqueued message nobody delivered yet may just be late.
+    clock.advance(minutes=20)
     assert (await run(engine, recorder, clock)).enqueued == 0
     assert recorder.publish_counts() == {("a", "email"): 1}
 

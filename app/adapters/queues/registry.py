@@ -20,6 +20,12 @@ from app.domain.errors import ConfigError
 from app.domain.ports import PushFormat, QueuePublisher
 from app.settings import Settings
 
+from .aws import (
+    build_qstash_publisher,
+    build_qstash_push_format_for,
+    build_sns_publisher,
+    build_sns_push_format,
+)
 from .embedded import EmbeddedQueuePublisher
 from .google import (
     build_cloudtasks_publisher,
@@ -35,10 +41,16 @@ from .routing import RoutingPublisher
 
 @dataclass(frozen=True, slots=True)
 class QueueKind:
-    """How to build one kind's publisher and push format."""
+    """How to build one kind's publisher and push format.
+
+    ``push_format`` is built once per kind and shared by its queues (caches of fetched
+    keys stay warm), unless ``push_format_for`` builds one per queue name (QStash: the
+    signature names the queue's URL).
+    """
 
     publisher: Callable[[QueueParts], QueuePublisher]
-    push_format: Callable[[QueueParts], PushFormat]
+    push_format: Callable[[QueueParts], PushFormat] | None = None
+    push_format_for: Callable[[QueueParts, str], PushFormat] | None = None
 
 
 def _memory(parts: QueueParts) -> QueuePublisher:
@@ -76,6 +88,8 @@ QUEUE_KINDS: dict[str, QueueKind] = {
     "infrai": QueueKind(_infrai, _infrai_push_format),
     "cloudtasks": QueueKind(build_cloudtasks_publisher, build_cloudtasks_push_format),
     "pubsub": QueueKind(build_pubsub_publisher, build_pubsub_push_format),
+    "sns": QueueKind(build_sns_publisher, build_sns_push_format),
+    "qstash": QueueKind(build_qstash_publisher, push_format_for=build_qstash_push_format_for),
 }
 
 
@@ -102,14 +116,24 @@ def build_publisher(
 
 
 def build_push_formats(settings: Settings, *, http: SharedHttp) -> dict[str, PushFormat]:
-    """The push format of every configured queue name (one instance per kind)."""
+    """The push format of every configured queue name."""
     parts = QueueParts(settings, http=http)
-    by_kind = {kind: _kind(kind).push_format(parts) for kind in settings.queue_kinds_in_use}
-    return {queue: by_kind[kind] for queue, kind in settings.queue_kinds.items()}
+    shared: dict[str, PushFormat] = {}
+    formats: dict[str, PushFormat] = {}
+    for queue, name in settings.queue_kinds.items():
+        kind = _kind(name)
+        if kind.push_format_for is not None:
+            formats[queue] = kind.push_format_for(parts, queue)
+        else:
+            assert kind.push_format is not None, f"queue kind {name} builds no push format"
+            if name not in shared:
+                shared[name] = kind.push_format(parts)
+            formats[queue] = shared[name]
+    return formats
 
 
 async def close_publisher(publisher: QueuePublisher) -> None:
-    """Release what a publisher holds (HTTP clients, gRPC channels); a no-op for the others."""
+    """Release what a publisher holds (HTTP, gRPC and AWS clients); a no-op for the others."""
     close = getattr(publisher, "aclose", None)
     if close is not None:
         await close()
