@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
+
+from tests.support.certificates import self_signed_pem
 
 SERVICE_ACCOUNT = "pusher@test-project.iam.gserviceaccount.com"
 AUDIENCE = "https://reminders.example.test/push"
@@ -36,24 +36,16 @@ class SigningKey:
     def generate(cls, kid: str) -> SigningKey:
         """A fresh 2048-bit key."""
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, kid)])
         now = dt.datetime.now(dt.UTC)
-        certificate = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=30))
-            .sign(key, hashes.SHA256())
+        certificate = self_signed_pem(
+            key, kid, not_before=now - dt.timedelta(days=1), not_after=now + dt.timedelta(days=30)
         )
         private_pem = key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
-        return cls(kid, private_pem, certificate.public_bytes(serialization.Encoding.PEM).decode())
+        return cls(kid, private_pem, certificate.decode())
 
     def mint(self, now: float, **overrides: Any) -> str:
         """A token as Google mints it for a push, valid for an hour from ``now``."""

@@ -8,11 +8,13 @@ from aiohttp import web
 
 
 async def serve(
-    app: web.Application, *, ssl_context: ssl.SSLContext | None = None
+    app: web.Application, *, port: int = 0, ssl_context: ssl.SSLContext | None = None
 ) -> tuple[web.AppRunner, int]:
-    """Start ``app`` on 127.0.0.1:<free port>; the runner (``cleanup()`` stops it) and port."""
+    """Start ``app`` on 127.0.0.1 (``port`` 0: a free one); the runner and the port.
+
+    ``runner.cleanup()`` stops it."""
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
+    site = web.TCPSite(runner, "127.0.0.1", port, ssl_context=ssl_context)
     await site.start()
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from app.adapters.push_formats.infrai import InfraiPushFormat
 from app.domain.errors import Unauthenticated
+from tests.support.loopback import serve
 from tests.support.push import PUSH_SECRET
 
 
@@ -51,11 +52,7 @@ class PushServer:
         """Listen on a free loopback port."""
         app = web.Application()
         app.router.add_post("/push/{queue}", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve(app, port=self.port)
 
     async def stop(self) -> None:
         """Stop listening."""

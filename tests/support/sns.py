@@ -18,11 +18,10 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
 
+from tests.support.certificates import self_signed_pem
 from tests.support.channel_servers import TlsMaterial
 from tests.support.loopback import serve
 
@@ -42,19 +41,13 @@ def aws_string_to_sign(message: dict[str, Any]) -> bytes:
 
 def signing_certificate(key: rsa.RSAPrivateKey, *, not_after: datetime | None = None) -> bytes:
     """A self-signed PEM certificate for ``key`` (what SigningCertURL serves)."""
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
     start = datetime(2020, 1, 1, tzinfo=UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(not_after or start + timedelta(days=3650 * 3))
-        .sign(key, hashes.SHA256())
+    return self_signed_pem(
+        key,
+        "sns.amazonaws.com",
+        not_before=start,
+        not_after=not_after or start + timedelta(days=3650 * 3),
     )
-    return certificate.public_bytes(serialization.Encoding.PEM)
 
 
 @dataclass
