@@ -74,6 +74,7 @@ async def put_reminders(conn: AsyncConnection, items: Items, *, now: datetime) -
             refused[reminder_id] = ItemResult.refused(reminder_id, failure)
     wanted = [(rid, values) for rid, values in unique.items() if rid not in refused]
     current = await reminders_repo.lock_reminders(conn, [rid for rid, _ in wanted])
+    await _settle_final(conn, current, now=now)
     fresh = [(rid, values) for rid, values in wanted if rid not in current]
     created = await reminders_repo.insert_reminders(conn, fresh, now=now)
     lost_race = [rid for rid, _ in fresh if rid not in created]  # created by someone else
@@ -109,6 +110,20 @@ async def _apply_changes(
     return outcomes
 
 
+async def _settle_final(
+    conn: AsyncConnection, locked: dict[str, dict[str, Any]], *, now: datetime
+) -> None:
+    """Locked reminders whose every channel is already final are settled ``done`` first, so
+    a reschedule or cancel of one is refused as for any done reminder instead of bumping a
+    version no delivery will use (rows the two-channel race left ``enqueued``)."""
+    for reminder_id, row in locked.items():
+        if row["state"] != ReminderState.ENQUEUED:
+            continue
+        count = len(row["channels"])
+        if await ledger_repo.settle_reminder(conn, reminder_id, channel_count=count, now=now):
+            row["state"] = ReminderState.DONE.value
+
+
 async def put_reminder(
     conn: AsyncConnection, reminder_id: str, values: dict[str, Any], *, now: datetime
 ) -> UpsertResult:
@@ -124,6 +139,8 @@ async def cancel_reminder(
 ) -> dict[str, Any]:
     """Cancel a reminder: queued messages are dropped at delivery. Idempotent."""
     current = await reminders_repo.lock_reminder(conn, reminder_id)
+    if current is not None:
+        await _settle_final(conn, {reminder_id: current}, now=now)
     if current is None:
         raise NotFound(f"no reminder {reminder_id!r}")
     if current["state"] == ReminderState.DONE:

@@ -17,6 +17,7 @@ from app.domain.errors import LeaseLost
 from app.domain.ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.ports import LedgerGateway
+from app.domain.states import FINAL_SEND_STATES, SendState
 
 from .. import customers_repo, dead_letters_repo
 from ..engine import autocommit
@@ -65,7 +66,8 @@ class CoreLedger(LedgerGateway):
     ) -> None:
         """Compare-and-set the claimed row and, once every channel is final, the reminder."""
         async with self.engine.begin() as conn:
-            await _finalize_or_raise(conn, record, reminder, now=now, values=values)
+            await _finalize_or_raise(conn, record, values, now=now)
+        await self.settle_if_final(reminder, values, now=now)
 
     async def finalize_failed_send(
         self,
@@ -79,11 +81,24 @@ class CoreLedger(LedgerGateway):
     ) -> None:
         """The fenced finalize, the dead letter and the 410's webhook switch-off, together."""
         async with self.engine.begin() as conn:
-            await _finalize_or_raise(conn, record, reminder, now=now, values=values)
+            await _finalize_or_raise(conn, record, values, now=now)
             if dead_letter is not None:
                 await _add_dead_letter(conn, dead_letter, now=now)
             if disable_webhook:
                 await customers_repo.disable_webhook(conn, reminder.customer_id, now=now)
+        await self.settle_if_final(reminder, values, now=now)
+
+    async def settle_if_final(
+        self, reminder: ReminderView, values: Mapping[str, Any], *, now: datetime
+    ) -> None:
+        """After a committed finalize that made its row final: the reminder is done once
+        every channel is (its own statement: see ``repo.settle_reminder``)."""
+        if SendState(values["state"]) not in FINAL_SEND_STATES:
+            return
+        async with self.autocommit.connect() as conn:
+            await repo.settle_reminder(
+                conn, reminder.id, channel_count=len(reminder.channels), now=now
+            )
 
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
         """Keep an authentic but unusable delivery for operators (one statement)."""
@@ -92,16 +107,11 @@ class CoreLedger(LedgerGateway):
 
 
 async def _finalize_or_raise(
-    conn: AsyncConnection,
-    record: SendRecordView,
-    reminder: ReminderView,
-    *,
-    now: datetime,
-    values: Mapping[str, Any],
+    conn: AsyncConnection, record: SendRecordView, values: Mapping[str, Any], *, now: datetime
 ) -> None:
     # Raising inside ``engine.begin()`` rolls the whole phase back: a worker that lost its
     # lease writes nothing, neither the row nor what goes with it.
-    if not await repo.finalize_and_settle(conn, record, reminder, now=now, values=values):
+    if not await repo.update_claimed_send(conn, record, now=now, values=values):
         raise LeaseLost()
 
 

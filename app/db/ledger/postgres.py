@@ -27,10 +27,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.domain.errors import LeaseLost
 from app.domain.ledger import Claim, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
-from app.domain.states import SendState
+from app.domain.states import FINAL_SEND_STATES, SendState
 
 from .core import CoreLedger
-from .postgres_sql import CLAIM_OR_READ, FINALIZE_COLUMNS, GET_RECORD, RELEASE, finalize_statement
+from .postgres_sql import (
+    CLAIM_OR_READ,
+    FINALIZE_COLUMNS,
+    GET_RECORD,
+    RELEASE,
+    SETTLE,
+    finalize_statement,
+)
 from .rows import send_context, send_record_view
 
 
@@ -138,6 +145,15 @@ class PgLedger(CoreLedger):
         )  # fmt: skip
         if not (row and row[0] == 1):
             raise LeaseLost()
+        if not row[1] and len(reminder.channels) > 1:
+            await self.settle_if_final(reminder, values, now=now)
+
+    async def settle_if_final(
+        self, reminder: ReminderView, values: Mapping[str, Any], *, now: datetime
+    ) -> None:
+        """``CoreLedger.settle_if_final`` as one raw statement."""
+        if SendState(values["state"]) in FINAL_SEND_STATES:
+            await self._fetchrow(SETTLE, reminder.id, len(reminder.channels), now)
 
     async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         # Awaiting the pool initializes it on first use; with min_size=0 that opens nothing

@@ -76,6 +76,17 @@ def _claim_or_read() -> RawStatement:
 CLAIM_OR_READ = _claim_or_read()
 GET_RECORD = RawStatement.compile(repo.GET_RECORD)
 RELEASE = RawStatement.compile(repo.RELEASE_CLAIM.returning(_SR.c.id))
+# ``repo.SETTLE`` by hand (its IN lists do not compile to fixed parameters).
+# Parameters: $1 reminder id, $2 channel count, $3 now.
+SETTLE = f"""
+UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3
+WHERE id = $1 AND state IN ({_OPEN_REMINDER})
+  AND $2 <= (
+    SELECT count(DISTINCT channel) FILTER (WHERE state IN ({_FINAL}))
+    FROM send_records WHERE reminder_id = $1
+  )
+RETURNING id
+"""
 
 # The columns a finalize may set (its values are plain data, never SQL).
 FINALIZE_COLUMNS = frozenset(
@@ -96,7 +107,10 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
 
     One statement sees one snapshot, so the channels already final are counted without
     this row (``id <> $1``) and this row is added from the CTE's RETURNING: the same
-    count ``repo.mark_reminder_done_if_final`` makes after its own update.
+    count ``repo.settle_reminder`` makes. That snapshot may miss another channel's
+    concurrent finalize: the gateway then settles again in a statement of its own after
+    this one committed (``SETTLE``), as ``repo.settle_reminder`` explains.
+    Returns (rows finalized, reminders settled).
     Parameters: $1 record id, $2 attempt, $3 now, $4 reminder id, $5 channel count,
     then the values of ``columns`` in order.
     """
@@ -119,6 +133,7 @@ WITH finalized AS (
             SELECT channel, state FROM finalized
         ) AS rows_now
       )
+    RETURNING 1
 )
-SELECT count(*) FROM finalized
+SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done)
 """

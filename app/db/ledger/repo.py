@@ -198,7 +198,7 @@ _FINAL_CHANNELS = (
     )
     .scalar_subquery()
 )
-_MARK_DONE = (
+SETTLE = (
     update(reminders)
     .where(
         reminders.c.id == bindparam("reminder_id"),
@@ -209,30 +209,21 @@ _MARK_DONE = (
 )
 
 
-async def mark_reminder_done_if_final(
-    conn: AsyncConnection, reminder: ReminderView, *, now: datetime
-) -> None:
-    """Mark the reminder done once every one of its channels has a final ledger row."""
-    await conn.execute(
-        _MARK_DONE,
-        {"reminder_id": reminder.id, "channel_count": len(reminder.channels), "now": now},
-    )
-
-
-async def finalize_and_settle(
-    conn: AsyncConnection,
-    record: SendRecordView,
-    reminder: ReminderView,
-    *,
-    now: datetime,
-    values: Mapping[str, Any],
+async def settle_reminder(
+    conn: AsyncConnection, reminder_id: str, *, channel_count: int, now: datetime
 ) -> bool:
-    """Fenced finalize; when the row became final, mark the reminder done if all its
-    channels are. Run inside the caller's transaction; False when the lease was lost."""
-    won = await update_claimed_send(conn, record, now=now, values=values)
-    if won and SendState(values["state"]) in FINAL_SEND_STATES:
-        await mark_reminder_done_if_final(conn, reminder, now=now)
-    return won
+    """Mark the reminder done once every one of its channels has a final ledger row.
+
+    Run it as its own statement after the finalize that made a row final has committed
+    (READ COMMITTED): of two channels finalizing at once, the later settle's snapshot
+    starts after both commits and sees both rows. Counted inside the finalize's own
+    transaction, each saw only itself and neither settled (the two-channel race).
+    True when this statement marked it done.
+    """
+    result = await conn.execute(
+        SETTLE, {"reminder_id": reminder_id, "channel_count": channel_count, "now": now}
+    )
+    return result.rowcount == 1
 
 
 async def reset_open_sends(
