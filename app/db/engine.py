@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
@@ -38,20 +37,14 @@ def create_engine(database_url: str, *, pool_size: int = 16, echo: bool = False)
         database_url,
         pool_size=pool_size,
         max_overflow=0,
-        pool_pre_ping=False,
+        # A connection the server ended while it sat idle (pg_terminate_backend, a
+        # failover) is pinged and replaced at checkout instead of failing the request: one
+        # round trip per checkout, paid by the API and the sweep only (the receiver's hot
+        # statements run on the ledger's own asyncpg pool, which drops dead connections).
+        pool_pre_ping=True,
         echo=echo,
     )
-    if engine.dialect.driver == "asyncpg":
-        event.listen(engine.sync_engine, "checkout", _refuse_closed_connection)
     return engine
-
-
-def _refuse_closed_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    # A connection the server closed while it sat idle (pg_terminate_backend, a restart) is
-    # known closed to asyncpg without a round trip: the pool then opens a fresh one
-    # instead of handing the dead one out (a ping per checkout would cost a round trip).
-    if dbapi_connection.driver_connection.is_closed():
-        raise DisconnectionError("connection closed by the server")
 
 
 def _create_sqlite_engine(database_url: str, *, echo: bool) -> AsyncEngine:

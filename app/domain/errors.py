@@ -32,6 +32,11 @@ class LeaseLost(ReminderRelayError):
     """The send record was reclaimed by another worker; this worker's result is discarded."""
 
 
+class LedgerUnavailable(ReminderRelayError):
+    """The database connection failed during a ledger statement; it may or may not have
+    taken effect."""
+
+
 class Unauthenticated(ReminderRelayError):
     """Missing or invalid credentials."""
 

@@ -107,6 +107,8 @@ class LedgerGateway(Protocol):
     held while a provider is called. ``values`` name ``send_records`` columns a finalize
     sets. A fenced finalize raises ``LeaseLost`` when the row is no longer this attempt's
     (another worker reclaimed it after the lease expired); then nothing of it is written.
+    A failed connection (not a refused statement) raises ``LedgerUnavailable``: the
+    statement may or may not have taken effect, and the call may be retried.
     """
 
     @property
@@ -150,6 +152,13 @@ class LedgerGateway(Protocol):
     ) -> None:
         """``finalize_send`` plus, in the same transaction, the dead letter of an exhausted
         send and the webhook switched off after a 410."""
+        ...
+
+    async def settle_if_final(
+        self, reminder: ReminderView, values: Mapping[str, Any], *, now: datetime
+    ) -> None:
+        """After a committed finalize that wrote ``values``: mark the reminder done if all
+        its channels are final (a statement of its own, seeing every committed row)."""
         ...
 
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:

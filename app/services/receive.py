@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,6 +45,8 @@ from app.domain.ports import ChannelProvider, LedgerGateway
 from app.domain.retry import BackoffPolicy, RandomSource
 from app.domain.states import Outcome, SendState
 
+from .durable import finalize_durably
+
 log = logging.getLogger("reminders.receiver")
 
 
@@ -57,6 +59,9 @@ class DeliveryPolicy:
     max_attempts: int
     backoff: BackoffPolicy
     usefulness_grace: timedelta
+    # How long a finalize is retried while the database is unreachable (services/durable.py):
+    # longer than a PostgreSQL failover.
+    finalize_retry_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,8 @@ class Receiver:
     policy: DeliveryPolicy
     clock: Callable[[], datetime]
     rand: RandomSource
+    # Waits between finalize retries; tests and the simulation pass their own.
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     # The channel names payloads may carry: derived from providers once, not per delivery.
     channels: frozenset[str] = field(init=False)
@@ -205,18 +212,17 @@ async def _finalize_sent(
     result: SendResult,
 ) -> Answer:
     now = receiver.clock()
-    await receiver.ledger.finalize_send(
-        record,
-        reminder,
-        now=now,
-        values={
-            "state": SendState.SENT.value,
-            "outcome": Outcome.SENT.value,
-            "sent_at": now,
-            "provider_request_id": fit_request_id(result.provider_request_id),
-            "next_attempt_at": None,
-        },
-    )
+    values = {
+        "state": SendState.SENT.value,
+        "outcome": Outcome.SENT.value,
+        "sent_at": now,
+        "provider_request_id": fit_request_id(result.provider_request_id),
+        "next_attempt_at": None,
+    }
+    await finalize_durably(
+        receiver, key, record, reminder, values,
+        lambda: receiver.ledger.finalize_send(record, reminder, now=now, values=values),
+    )  # fmt: skip
     return _answer(Decision(Outcome.SENT), key, record, claimed=True)
 
 
@@ -228,17 +234,16 @@ async def _finalize_without_send(
     reason: Outcome,
 ) -> Answer:
     now = receiver.clock()
-    await receiver.ledger.finalize_send(
-        record,
-        reminder,
-        now=now,
-        values={
-            "state": SendState.TERMINAL_FAILURE.value,
-            "outcome": reason.value,
-            "last_error_class": reason.value,
-            "next_attempt_at": None,
-        },
-    )
+    values = {
+        "state": SendState.TERMINAL_FAILURE.value,
+        "outcome": reason.value,
+        "last_error_class": reason.value,
+        "next_attempt_at": None,
+    }
+    await finalize_durably(
+        receiver, key, record, reminder, values,
+        lambda: receiver.ledger.finalize_send(record, reminder, now=now, values=values),
+    )  # fmt: skip
     return _answer(Decision(reason), key, record, claimed=True)
 
 
@@ -273,20 +278,21 @@ async def _finalize_failure(
         error=message,
         attempts=record.attempt_count,
     )
-    await receiver.ledger.finalize_failed_send(
-        record,
-        reminder,
-        now=now,
-        values={
-            "state": plan.state.value,
-            "outcome": None if plan.state == SendState.PENDING else plan.outcome.value,
-            "next_attempt_at": plan.next_attempt_at,
-            "last_error_class": error.detail_class,
-            "last_error": message,
-        },
-        dead_letter=exhausted if plan.state == SendState.DEAD else None,
-        disable_webhook=isinstance(error, WebhookGone),  # 410: stop sending to this endpoint
-    )
+    values = {
+        "state": plan.state.value,
+        "outcome": None if plan.state == SendState.PENDING else plan.outcome.value,
+        "next_attempt_at": plan.next_attempt_at,
+        "last_error_class": error.detail_class,
+        "last_error": message,
+    }
+    await finalize_durably(
+        receiver, key, record, reminder, values,
+        lambda: receiver.ledger.finalize_failed_send(
+            record, reminder, now=now, values=values,
+            dead_letter=exhausted if plan.state == SendState.DEAD else None,
+            disable_webhook=isinstance(error, WebhookGone),  # 410: stop sending to this endpoint
+        ),
+    )  # fmt: skip
     return _answer(
         Decision(plan.outcome, plan.retry_after, error.detail_class), key, record, claimed=True
     )

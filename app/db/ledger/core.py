@@ -6,14 +6,16 @@ autocommit (no BEGIN/COMMIT round trips), multi-statement phases in one transact
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.domain.errors import LeaseLost
+from app.domain.errors import LeaseLost, LedgerUnavailable
 from app.domain.ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.ports import LedgerGateway
@@ -65,7 +67,7 @@ class CoreLedger(LedgerGateway):
         values: Mapping[str, Any],
     ) -> None:
         """Compare-and-set the claimed row and, once every channel is final, the reminder."""
-        async with self.engine.begin() as conn:
+        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
             await _finalize_or_raise(conn, record, values, now=now)
         await self.settle_if_final(reminder, values, now=now)
 
@@ -80,7 +82,7 @@ class CoreLedger(LedgerGateway):
         disable_webhook: bool,
     ) -> None:
         """The fenced finalize, the dead letter and the 410's webhook switch-off, together."""
-        async with self.engine.begin() as conn:
+        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
             await _finalize_or_raise(conn, record, values, now=now)
             if dead_letter is not None:
                 await _add_dead_letter(conn, dead_letter, now=now)
@@ -95,7 +97,7 @@ class CoreLedger(LedgerGateway):
         every channel is (its own statement: see ``repo.settle_reminder``)."""
         if SendState(values["state"]) not in FINAL_SEND_STATES:
             return
-        async with self.autocommit.connect() as conn:
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             await repo.settle_reminder(
                 conn, reminder.id, channel_count=len(reminder.channels), now=now
             )
@@ -104,6 +106,18 @@ class CoreLedger(LedgerGateway):
         """Keep an authentic but unusable delivery for operators (one statement)."""
         async with self.autocommit.connect() as conn:
             await _add_dead_letter(conn, entry, now=now)
+
+
+@contextlib.asynccontextmanager
+async def connection_failures_as_unavailable() -> AsyncIterator[None]:
+    """A failed connection (not a refused statement) as ``LedgerUnavailable``: the caller
+    may retry, and the pool has already discarded the connection (``invalidated``)."""
+    try:
+        yield
+    except DBAPIError as error:
+        if error.connection_invalidated or isinstance(error, OperationalError | InterfaceError):
+            raise LedgerUnavailable(f"database connection failed: {error.orig!r}"[:300]) from error
+        raise
 
 
 async def _finalize_or_raise(

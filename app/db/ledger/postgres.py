@@ -24,7 +24,7 @@ import asyncpg
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain.errors import LeaseLost
+from app.domain.errors import LeaseLost, LedgerUnavailable
 from app.domain.ledger import Claim, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
@@ -162,10 +162,14 @@ class PgLedger(CoreLedger):
         try:
             return await _fetchrow_once(pool, query, args)
         except _CONNECTION_FAILURES:
-            # The server ended the session (pg_terminate_backend, a restart) before asyncpg
-            # saw the socket close. Once more on another connection: every statement here
-            # is fenced, so one that did take effect is refused, never applied twice.
+            pass
+        # The server ended the session (pg_terminate_backend, a restart) before asyncpg saw
+        # the socket close. Once more on another connection: every statement here is
+        # fenced, so one that did take effect is refused, never applied twice.
+        try:
             return await _fetchrow_once(pool, query, args)
+        except _CONNECTION_FAILURES as error:
+            raise LedgerUnavailable(f"database connection failed: {error!r}"[:300]) from error
 
 
 # Failures of the connection, not of the statement. 57P01 (admin_shutdown) is the

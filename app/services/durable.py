@@ -1,0 +1,73 @@
+"""A finalize that must not be lost to a dropped database connection.
+
+Once the provider has accepted a message, the finalize is the only record that it was
+sent. Dropping it on a failed connection left the row ``sending``; the queue's redelivery
+reclaimed it after the lease and sent the message a second time (19 webhooks twice in six
+rounds of ``pg_terminate_backend``). So the finalize is retried with capped exponential
+backoff for longer than a database failover takes before the request gives up.
+
+A retried finalize may find its own earlier attempt committed (the connection dropped
+after the commit, before the answer): the fence then refuses it, and the row, read back,
+shows this attempt's result; that is success, not a lost lease.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from app.domain.errors import LeaseLost, LedgerUnavailable
+from app.domain.ledger import LedgerKey, SendRecordView
+from app.domain.messages import ReminderView
+
+if TYPE_CHECKING:
+    from .receive import Receiver
+
+log = logging.getLogger("reminders.receiver")
+
+FIRST_DELAY_SECONDS = 0.05
+MAX_DELAY_SECONDS = 2.0
+
+
+async def finalize_durably(
+    receiver: Receiver,
+    key: LedgerKey,
+    record: SendRecordView,
+    reminder: ReminderView,
+    values: Mapping[str, Any],
+    finalize: Callable[[], Awaitable[None]],
+) -> None:
+    """Run ``finalize``, retrying while the database is unreachable (bounded)."""
+    delay, waited, retried = FIRST_DELAY_SECONDS, 0.0, False
+    name = key.idempotency_key
+    while True:
+        try:
+            await finalize()
+            return
+        except LedgerUnavailable as error:
+            if waited >= receiver.policy.finalize_retry_seconds:
+                log.error("finalize of %s gave up after %.1fs: %s", name, waited, error)
+                raise
+            log.warning("finalize of %s: %s; retry in %.2fs", name, error, delay)
+        except LeaseLost:
+            if retried and await _committed_before(receiver, key, record, values):
+                await receiver.ledger.settle_if_final(reminder, values, now=receiver.clock())
+                return
+            raise
+        await receiver.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, MAX_DELAY_SECONDS)
+        retried = True
+
+
+async def _committed_before(
+    receiver: Receiver, key: LedgerKey, record: SendRecordView, values: Mapping[str, Any]
+) -> bool:
+    # Our attempt's result is in the row: same attempt, the state we wrote.
+    row = await receiver.ledger.get_send_record(key)
+    return (
+        row is not None
+        and row.attempt_count == record.attempt_count
+        and row.state.value == values["state"]
+    )
