@@ -4,7 +4,9 @@ With ``PROMETHEUS_MULTIPROC_DIR`` set, the counters and histograms of every work
 are merged (prometheus-client multiprocess mode); the ledger gauges come from the
 database, so any worker answers the same. If the database does not answer within
 ``REMINDERS_READYZ_TIMEOUT_SECONDS`` the scrape still succeeds with
-``reminders_ledger_up 0`` and without the ledger gauges.
+``reminders_ledger_up 0`` and without the ledger gauges. Each scrape also runs the ledger
+audit (``services/audit.py``, bounded reads) and exposes ``reminders_audit_violations`` per
+invariant.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from app.domain.errors import Unauthenticated
+from app.services.audit import AuditReport, run_audit
 from app.services.operations import LedgerFigures, ledger_figures
 
 from .deps import ContainerDep, bearer_token, token_matches
@@ -34,8 +37,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class LedgerCollector(Collector):
     """Yields the gauges of one ledger snapshot (taken by the route just before)."""
 
-    def __init__(self, figures: LedgerFigures | None) -> None:
+    def __init__(self, figures: LedgerFigures | None, audit: AuditReport | None = None) -> None:
         self.figures = figures
+        self.audit = audit
 
     def collect(self) -> Iterator[Metric]:
         """The ledger gauges, or only ``reminders_ledger_up 0`` when the read failed."""
@@ -44,6 +48,19 @@ class LedgerCollector(Collector):
         yield up
         if self.figures is not None:
             yield from _ledger_metrics(self.figures)
+        if self.audit is not None:
+            yield _audit_gauge(self.audit)
+
+
+def _audit_gauge(report: AuditReport) -> Metric:
+    gauge = GaugeMetricFamily(
+        "reminders_audit_violations",
+        "Offending ids per ledger invariant found by this scrape's audit (capped; 0: holds).",
+        labels=["invariant"],
+    )
+    for name, ids in report.violations.items():
+        gauge.add_metric([name], len(ids))
+    return gauge
 
 
 def _ledger_metrics(figures: LedgerFigures) -> Iterator[Metric]:
@@ -100,13 +117,15 @@ async def metrics(request: Request, container: ContainerDep) -> Response:
     if expected.get_secret_value() and not token_matches(bearer_token(request), expected):
         raise Unauthenticated("a valid bearer token (METRICS_TOKEN) is required")
     figures: LedgerFigures | None = None
+    audit: AuditReport | None = None
     try:
         async with asyncio.timeout(container.settings.readyz_timeout_seconds):
             async with container.engine.connect() as conn:
                 figures = await ledger_figures(conn, now=container.clock())
+                audit = await run_audit(conn, now=container.clock())
     except Exception as error:  # a scrape must still answer; the gauge says what is missing
         log.warning("ledger gauges unavailable: %s", type(error).__name__)
     ledger = CollectorRegistry(auto_describe=False)
-    ledger.register(LedgerCollector(figures))
+    ledger.register(LedgerCollector(figures, audit))
     body = generate_latest(process_registry()) + generate_latest(ledger)
     return Response(body, media_type=CONTENT_TYPE)

@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from app.api.request_log import RequestLogMiddleware
 
-from . import dead_letters, metrics, queue_dead_letters
+from . import audit, dead_letters, metrics, queue_dead_letters
 from .ui import admin
 
 
@@ -14,6 +14,7 @@ def install_operations(app: FastAPI) -> None:
     """Add the operator routes and middleware to an app (called once by ``create_app``)."""
     app.include_router(dead_letters.router)
     app.include_router(queue_dead_letters.router)
+    app.include_router(audit.router)
     app.include_router(admin.router)
     app.include_router(metrics.router)
     app.add_middleware(RequestLogMiddleware)

@@ -6,6 +6,7 @@ import typer
 from typer.core import TyperGroup
 
 from app.cli import server
+from app.cli.audit import audit_command
 from app.cli.dead_letters import app as dead_letters_app
 from app.cli.demo import demo_command
 from app.cli.embedded import dispatch_command
@@ -47,6 +48,7 @@ cli.command("demo")(demo_command)
 cli.command("serve")(server.serve)
 cli.command("migrate")(server.migrate)
 cli.command("sweep")(server.sweep_command)
+cli.command("audit")(audit_command)
 cli.add_typer(dead_letters_app, name="dead-letters")
 cli.command("dispatch")(dispatch_command)
 cli.add_typer(embedded_dead_app, name="embedded-dead")

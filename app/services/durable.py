@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from app.domain.errors import LeaseLost, LedgerUnavailable
 from app.domain.ledger import LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
-
-if TYPE_CHECKING:
-    from .receive import Receiver
+from app.domain.ports import LedgerGateway
 
 log = logging.getLogger("reminders.receiver")
 
@@ -30,8 +30,18 @@ FIRST_DELAY_SECONDS = 0.05
 MAX_DELAY_SECONDS = 2.0
 
 
+@dataclass(frozen=True, slots=True)
+class FinalizeRetry:
+    """What a retried finalize needs: the ledger, the clock, a sleep and the budget."""
+
+    ledger: LedgerGateway
+    clock: Callable[[], datetime]
+    sleep: Callable[[float], Awaitable[None]]
+    budget_seconds: float
+
+
 async def finalize_durably(
-    receiver: Receiver,
+    retry: FinalizeRetry,
     key: LedgerKey,
     record: SendRecordView,
     reminder: ReminderView,
@@ -46,26 +56,26 @@ async def finalize_durably(
             await finalize()
             return
         except LedgerUnavailable as error:
-            if waited >= receiver.policy.finalize_retry_seconds:
+            if waited >= retry.budget_seconds:
                 log.error("finalize of %s gave up after %.1fs: %s", name, waited, error)
                 raise
             log.warning("finalize of %s: %s; retry in %.2fs", name, error, delay)
         except LeaseLost:
-            if retried and await _committed_before(receiver, key, record, values):
-                await receiver.ledger.settle_if_final(reminder, values, now=receiver.clock())
+            if retried and await _committed_before(retry, key, record, values):
+                await retry.ledger.settle_if_final(reminder, values, now=retry.clock())
                 return
             raise
-        await receiver.sleep(delay)
+        await retry.sleep(delay)
         waited += delay
         delay = min(delay * 2, MAX_DELAY_SECONDS)
         retried = True
 
 
 async def _committed_before(
-    receiver: Receiver, key: LedgerKey, record: SendRecordView, values: Mapping[str, Any]
+    retry: FinalizeRetry, key: LedgerKey, record: SendRecordView, values: Mapping[str, Any]
 ) -> bool:
     # Our attempt's result is in the row: same attempt, the state we wrote.
-    row = await receiver.ledger.get_send_record(key)
+    row = await retry.ledger.get_send_record(key)
     return (
         row is not None
         and row.attempt_count == record.attempt_count

@@ -45,7 +45,7 @@ from app.domain.ports import ChannelProvider, LedgerGateway
 from app.domain.retry import BackoffPolicy, RandomSource
 from app.domain.states import Outcome, SendState
 
-from .durable import finalize_durably
+from .durable import FinalizeRetry, finalize_durably
 
 log = logging.getLogger("reminders.receiver")
 
@@ -84,6 +84,13 @@ class Receiver:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "channels", frozenset(self.providers))
+
+    @property
+    def finalize_retry(self) -> FinalizeRetry:
+        """How this receiver retries a finalize while the database is unreachable."""
+        return FinalizeRetry(
+            self.ledger, self.clock, self.sleep, self.policy.finalize_retry_seconds
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +227,7 @@ async def _finalize_sent(
         "next_attempt_at": None,
     }
     await finalize_durably(
-        receiver, key, record, reminder, values,
+        receiver.finalize_retry, key, record, reminder, values,
         lambda: receiver.ledger.finalize_send(record, reminder, now=now, values=values),
     )  # fmt: skip
     return _answer(Decision(Outcome.SENT), key, record, claimed=True)
@@ -241,7 +248,7 @@ async def _finalize_without_send(
         "next_attempt_at": None,
     }
     await finalize_durably(
-        receiver, key, record, reminder, values,
+        receiver.finalize_retry, key, record, reminder, values,
         lambda: receiver.ledger.finalize_send(record, reminder, now=now, values=values),
     )  # fmt: skip
     return _answer(Decision(reason), key, record, claimed=True)
@@ -286,7 +293,7 @@ async def _finalize_failure(
         "last_error": message,
     }
     await finalize_durably(
-        receiver, key, record, reminder, values,
+        receiver.finalize_retry, key, record, reminder, values,
         lambda: receiver.ledger.finalize_failed_send(
             record, reminder, now=now, values=values,
             dead_letter=exhausted if plan.state == SendState.DEAD else None,

@@ -14,6 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import queue_repo, summary_repo
 from app.db.engine import create_engine
+from app.domain.clock import utc_now
+from app.services.audit import run_audit
 from tests.e2e.processes import Process
 from tests.support.channel_servers import serve
 
@@ -76,6 +78,19 @@ class Ledger:
     async def queue_messages(self) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:
             return await queue_repo.list_messages(conn, limit=10_000)
+
+
+@pytest.fixture(autouse=True)
+async def audit_after(clean_database_url: str) -> AsyncIterator[None]:
+    """After every end-to-end run, ``reminders audit`` passes on what it left behind."""
+    yield
+    engine = create_engine(clean_database_url)
+    try:
+        async with engine.connect() as conn:
+            report = await run_audit(conn, now=utc_now())
+    finally:
+        await engine.dispose()
+    assert report.ok, report.to_json()
 
 
 @pytest.fixture
