@@ -129,6 +129,13 @@ class LedgerGateway(Protocol):
         """Give a claim back without spending the attempt; False when it was no longer ours."""
         ...
 
+    async def renew_lease(
+        self, record: SendRecordView, *, now: datetime, lease_until: datetime
+    ) -> bool:
+        """Extend a live claim's lease while its send runs; False when the lease had already
+        ended or the row is another attempt's."""
+        ...
+
     async def finalize_send(
         self,
         record: SendRecordView,

@@ -86,6 +86,12 @@ PROVIDER_SECONDS = Histogram(
     ["provider", "channel", "result"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30),
 )
+LEASES_OUTLIVED = Counter(
+    "reminders_leases_outlived",
+    "Sends that outlived their lease: a renewal refused (another worker holds the row now) "
+    "or the send ended after the last renewed lease (a stalled process).",
+    ["reason"],
+)
 PUSH_REFUSED = Counter(
     "reminders_push_refused", "Pushes refused before parsing (401, 413).", ["reason"]
 )

@@ -46,6 +46,7 @@ from app.domain.retry import BackoffPolicy, RandomSource
 from app.domain.states import Outcome, SendState
 
 from .durable import FinalizeRetry, finalize_durably
+from .lease import LeaseKeeper
 
 log = logging.getLogger("reminders.receiver")
 
@@ -176,7 +177,7 @@ async def _process_claim(
         if reason is not None:
             return await _finalize_without_send(receiver, key, record, reminder, reason)
         try:
-            result = await _render_and_send(receiver, key, reminder, customer, provider)
+            result = await _render_and_send(receiver, key, record, reminder, customer, provider)
         except ProviderError as error:
             return await _finalize_failure(receiver, delivery, key, record, reminder, error)
         return await _finalize_sent(receiver, key, record, reminder, result)
@@ -187,6 +188,7 @@ async def _process_claim(
 async def _render_and_send(
     receiver: Receiver,
     key: LedgerKey,
+    record: SendRecordView,
     reminder: ReminderView,
     customer: CustomerView,
     provider: ChannelProvider,
@@ -197,8 +199,8 @@ async def _render_and_send(
         # The provider honours the timeout itself; this outer bound only guards against a
         # provider that does not, so a lease can never expire under a live worker.
         async with asyncio.timeout(timeout + 1):
-            return await provider.send(
-                message, idempotency_key=key.idempotency_key, timeout=timeout
+            return await _lease_keeper(receiver, key, record).run(
+                lambda: provider.send(message, idempotency_key=key.idempotency_key, timeout=timeout)
             )
     except ProviderError:
         raise
@@ -209,6 +211,14 @@ async def _render_and_send(
         raise TransientProviderError(
             f"unclassified provider error: {type(error).__name__}", detail_class="unclassified"
         ) from error
+
+
+def _lease_keeper(receiver: Receiver, key: LedgerKey, record: SendRecordView) -> LeaseKeeper:
+    lease_until = record.lease_until or receiver.clock() + receiver.policy.lease
+    return LeaseKeeper(
+        receiver.ledger, receiver.clock, receiver.sleep, receiver.policy.lease, key, record,
+        lease_until,
+    )  # fmt: skip
 
 
 async def _finalize_sent(

@@ -58,6 +58,13 @@ class CoreLedger(LedgerGateway):
         async with self.autocommit.connect() as conn:
             return await repo.release_claim(conn, record, now=now)
 
+    async def renew_lease(
+        self, record: SendRecordView, *, now: datetime, lease_until: datetime
+    ) -> bool:
+        """Extend a live claim's lease while its send runs (one statement)."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            return await repo.renew_lease(conn, record, now=now, lease_until=lease_until)
+
     async def finalize_send(
         self,
         record: SendRecordView,

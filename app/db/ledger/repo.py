@@ -169,6 +169,27 @@ async def update_claimed_send(
     return result.rowcount == 1
 
 
+# Extend a live claim's lease (the send is still running).
+RENEW_LEASE = (
+    update(sr)
+    .where(_FENCE, sr.c.lease_until > _NOW)
+    .values(lease_until=bindparam("lease_until", type_=UTCDateTime()), updated_at=_NOW)
+)
+
+
+async def renew_lease(
+    conn: AsyncConnection, record: SendRecordView, *, now: datetime, lease_until: datetime
+) -> bool:
+    """Move a claim's lease to ``lease_until``; False when it is no longer this attempt's or
+    its lease already ended (another worker may claim it now: the send must not count on it)."""
+    result = await conn.execute(
+        RENEW_LEASE,
+        {"record_id": record.id, "attempt": record.attempt_count, "now": now,
+         "lease_until": lease_until},
+    )  # fmt: skip
+    return result.rowcount == 1
+
+
 # Give a claim back: pending again, and the attempt it spent no longer counts.
 RELEASE_CLAIM = (
     update(sr)

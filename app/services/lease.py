@@ -1,0 +1,78 @@
+"""A live worker never outlives its lease unnoticed.
+
+While a provider call runs, the lease is renewed every third of its length, so a slow but
+live send keeps the row (another worker's claim stays refused). When a renewal is refused
+(the lease had ended: the process stalled past it, and another worker may hold the row),
+or the send returns after the last renewed lease, that is logged and counted
+(``reminders_leases_outlived``); the fenced finalize then decides: refused (``LeaseLost``)
+when another worker took the row, accepted when nobody did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from app.domain.errors import LedgerUnavailable
+from app.domain.ledger import LedgerKey, SendRecordView
+from app.domain.ports import LedgerGateway
+from app.observability.metrics import LEASES_OUTLIVED
+
+log = logging.getLogger("reminders.receiver")
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class LeaseKeeper:
+    """Renews one claim's lease while its send runs."""
+
+    ledger: LedgerGateway
+    clock: Callable[[], datetime]
+    sleep: Callable[[float], Awaitable[None]]
+    lease: timedelta
+    key: LedgerKey
+    record: SendRecordView
+    lease_until: datetime
+    reported: bool = False
+
+    async def run(self, send: Callable[[], Awaitable[T]]) -> T:
+        """Await ``send`` with the lease renewed meanwhile; report a lease outlived."""
+        renewer = asyncio.create_task(self._renew())
+        try:
+            result = await send()
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+        if self.clock() > self.lease_until and not self.reported:
+            self._outlived("send_outlasted_lease")
+        return result
+
+    async def _renew(self) -> None:
+        while True:
+            await self.sleep(self.lease.total_seconds() / 3)
+            now = self.clock()
+            try:
+                renewed = await self.ledger.renew_lease(
+                    self.record, now=now, lease_until=now + self.lease
+                )
+            except LedgerUnavailable as error:  # the next tick tries again
+                log.warning("lease renewal of %s failed: %s", self.key.idempotency_key, error)
+                continue
+            if not renewed:
+                self._outlived("renewal_refused")
+                return
+            self.lease_until = now + self.lease
+
+    def _outlived(self, reason: str) -> None:
+        self.reported = True
+        LEASES_OUTLIVED.labels(reason).inc()
+        log.warning(
+            "send of %s outlived its lease (%s, lease ended %s)",
+            self.key.idempotency_key, reason, self.lease_until.isoformat(),
+        )  # fmt: skip

@@ -1,0 +1,119 @@
+"""A live worker does not outlive its lease: a slow send renews it, and a stalled one that
+outlived it says so (metric and log) and has its finalize refused.
+
+Time is the injected clock; the renewal's waits are the test's ``Ticks``, released one at
+a time, so no test sleeps for a lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+import pytest
+from prometheus_client import REGISTRY
+
+from app.domain.messages import SendResult
+from tests.support.flow import push_message, put_customer, put_reminder, sweep
+from tests.support.rows import send_record_rows
+
+pytestmark = pytest.mark.anyio
+
+
+class Ticks:
+    """An injectable ``sleep`` whose waits end only when the test says so."""
+
+    def __init__(self) -> None:
+        self.sleeping: asyncio.Queue[asyncio.Future[None]] = asyncio.Queue()
+        self.current: asyncio.Future[None] | None = None
+
+    async def sleep(self, _seconds: float) -> None:
+        """Wait for the test's next ``tick``."""
+        wake = asyncio.get_running_loop().create_future()
+        await self.sleeping.put(wake)
+        await wake
+
+    async def tick(self) -> None:
+        """End the current wait (the first one, once it begins)."""
+        wake = self.current or await self.sleeping.get()
+        self.current = None
+        wake.set_result(None)
+
+    async def tick_and_wait(self) -> None:
+        """``tick``, then return once the sleeper waits again (its work in between done)."""
+        await self.tick()
+        self.current = await self.sleeping.get()
+
+
+@pytest.fixture
+async def ticks(container) -> Ticks:
+    """The receiver's sleeps, driven by the test."""
+    driven = Ticks()
+    container.receiver = dataclasses.replace(container.receiver, sleep=driven.sleep)
+    return driven
+
+
+@pytest.fixture
+async def message(client, clock, publisher):
+    """Reminder r1 due now, swept; its queue message."""
+    await put_customer(client, "c1")
+    await put_reminder(client, "r1", customer_id="c1", due_at=clock.now)
+    await sweep(client)
+    [published] = publisher.drain()
+    return published
+
+
+def outlived(reason: str) -> float:
+    """The counter of sends that outlived their lease, for one reason."""
+    return REGISTRY.get_sample_value("reminders_leases_outlived_total", {"reason": reason}) or 0.0
+
+
+async def test_a_send_slower_than_its_lease_keeps_the_row(
+    client, container, clock, provider, message, ticks
+):
+    """The provider blocks 80 s with a 60 s lease: renewals at 40 s and 80 s keep the lease,
+    a redelivery at 80 s is answered busy, and the provider is called once."""
+    provider.gate = asyncio.Event()
+    worker = asyncio.create_task(push_message(client, message))
+    await provider.entered.wait()
+    for _ in range(2):
+        clock.advance(seconds=40)
+        await ticks.tick_and_wait()  # the renewal's statement ran
+    [row] = await send_record_rows(container.engine)
+    assert row["lease_until"] == clock.now + container.receiver.policy.lease
+    redelivery = await push_message(client, message)
+    assert (redelivery.status_code, redelivery.json()["outcome"]) == (503, "busy")
+    provider.gate.set()
+    answer = await worker
+    assert (answer.json()["outcome"], answer.json()["attempt"]) == ("sent", 1)
+    assert len(provider.calls) == 1
+
+
+async def test_a_stalled_send_that_outlived_its_lease_says_so_and_is_fenced_off(
+    client, container, clock, provider, message, ticks, caplog
+):
+    """No renewal ran before the lease ended (a stalled process): another worker reclaims
+    and sends; the stalled worker's renewal is refused, counted and logged, and its
+    finalize is refused (busy), leaving the other worker's result."""
+    provider.script = [SendResult("from-B"), SendResult("from-A")]
+    provider.gate = asyncio.Event()
+    worker_a = asyncio.create_task(push_message(client, message))
+    await provider.entered.wait()
+    held, provider.gate = provider.gate, None
+    clock.advance(seconds=61)
+    answer_b = await push_message(client, message)
+    assert (answer_b.json()["outcome"], answer_b.json()["attempt"]) == ("sent", 2)
+    before = outlived("renewal_refused")
+    with caplog.at_level(logging.WARNING, logger="reminders.receiver"):
+        await ticks.tick()
+        # The refused renewal ends without waiting again: poll for its counter.
+        while outlived("renewal_refused") == before:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        held.set()
+        answer_a = await worker_a
+    assert outlived("renewal_refused") == before + 1
+    assert "r1:email:scripted outlived its lease (renewal_refused" in caplog.text
+    assert (answer_a.status_code, answer_a.json()["outcome"]) == (503, "busy")
+    [row] = await send_record_rows(container.engine)
+    assert (row["state"], row["provider_request_id"]) == ("sent", "from-B")
