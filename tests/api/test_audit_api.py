@@ -10,12 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
+from tests.cli.test_dead_letters_cli import cli_env
 from tests.support.dead_letters import ADMIN
 from tests.support.flow import API
 from tests.support.ledger_states import NOW, add_customer, add_reminder, add_send
-from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
 pytestmark = pytest.mark.anyio
+__all__ = ["cli_env"]  # the CLI's environment, pointed at the test database
 
 
 async def make_stuck(container) -> None:
@@ -54,24 +55,10 @@ async def test_metrics_expose_one_gauge_per_invariant(client, container, clock):
     assert 'reminders_audit_violations{invariant="sent_twice"} 0.0' in text
 
 
-async def test_the_cli_exits_1_naming_the_violation_and_repair_settles_it(
-    container, settings, monkeypatch
-):
+async def test_the_cli_exits_1_naming_the_violation_and_repair_settles_it(container, cli_env):
     """``reminders audit`` exits 1 and names the invariant and the id; ``--repair`` settles
     the reminder and the audit passes (exit 0)."""
     await make_stuck(container)
-    env = {
-        "REMINDERS_DATABASE_URL": settings.database_url,
-        "REMINDERS_PUSH_SECRETS": f"{PUSH_SECRET},{NEXT_PUSH_SECRET}",
-        "REMINDERS_API_TOKEN": "test-api-token",
-        "REMINDERS_CRON_TOKEN": "test-cron-token",
-        "REMINDERS_ADMIN_TOKEN": "test-admin-token",
-        "REMINDERS_OUTBOX_DIR": str(settings.outbox_dir),
-        "REMINDERS_QUEUE": "memory",
-        "COLUMNS": "220",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
     runner = CliRunner()
 
     async def invoke(*args: str):

@@ -19,42 +19,32 @@ import asyncpg
 import httpx
 import pytest
 from pydantic import SecretStr
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from app.container import Container, build_container
-from app.db.tables import customers, reminders, send_records
+from app.db.tables import send_records
 from app.domain.messages import Delivery
 from app.main import create_app
 from app.services.receive import receive_delivery
 from tests.conftest import make_settings
+from tests.integration.test_ledger_connections import OTHER_SESSIONS, observer
 from tests.support.channel_servers import WebhookSink, serve
 from tests.support.clock import FakeClock
 from tests.support.flow import API
+from tests.support.ledger_states import seed_enqueued
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 COUNT = 400
 ROUNDS = 6
-OTHER_SESSIONS = """
-SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
-"""
 
 pytestmark = pytest.mark.anyio
+__all__ = ["observer"]  # a PostgreSQL connection of the test's own (skips on SQLite)
 
 
 @pytest.fixture
 def clock() -> FakeClock:
     """The service's clock, at NOW."""
     return FakeClock(NOW)
-
-
-@pytest.fixture
-async def observer(clean_database_url: str, db_backend: str) -> AsyncIterator[asyncpg.Connection]:
-    """A connection of the test's own, outside the service's pools."""
-    if db_backend != "postgresql":
-        pytest.skip("terminates PostgreSQL sessions")
-    conn = await asyncpg.connect(clean_database_url.replace("+asyncpg", ""))
-    yield conn
-    await conn.close()
 
 
 @pytest.fixture
@@ -82,25 +72,7 @@ async def service(
 
 async def seed(container: Container, url: str) -> list[str]:
     """COUNT enqueued webhook reminders of one customer, due now."""
-    ids = [f"rem-{index}" for index in range(COUNT)]
-    async with container.engine.begin() as conn:
-        await conn.execute(
-            insert(customers).values(
-                id="cust-1", webhook_url=url, time_zone="UTC", created_at=NOW, updated_at=NOW
-            )
-        )
-        await conn.execute(
-            insert(reminders),
-            [
-                dict(
-                    id=rid, customer_id="cust-1", kind="renewal", due_at=NOW,
-                    channels=["webhook"], data={}, state="enqueued", schedule_version=1,
-                    created_at=NOW, updated_at=NOW,
-                )
-                for rid in ids
-            ],
-        )  # fmt: skip
-    return ids
+    return await seed_enqueued(container.engine, COUNT, channels=("webhook",), webhook_url=url)
 
 
 def delivery_of(reminder_id: str) -> Delivery:

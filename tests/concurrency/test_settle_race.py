@@ -9,7 +9,6 @@ of two-channel reminders stayed ``enqueued`` under load).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -17,13 +16,14 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.engine import create_engine
-from app.db.ledger import CoreLedger, LedgerGateway, PgLedger, ledger_for
-from app.db.tables import customers, reminders, send_records
+from app.db.ledger import LedgerGateway
+from app.db.tables import reminders, send_records
 from app.domain.ledger import LedgerKey
 from app.domain.messages import ReminderView
 from app.domain.states import SendState
+from tests.integration.test_ledger_gateways import engine, gateway
 from tests.support.flow import API
+from tests.support.ledger_states import seed_enqueued
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
@@ -31,46 +31,13 @@ SENT = {"state": SendState.SENT.value, "outcome": "sent", "sent_at": NOW}
 
 pytestmark = pytest.mark.anyio
 both = pytest.mark.parametrize("implementation", ["core", "pg"])
-
-
-@pytest.fixture
-async def engine(clean_database_url: str) -> AsyncIterator[AsyncEngine]:
-    built = create_engine(clean_database_url)
-    yield built
-    await built.dispose()
-
-
-@pytest.fixture
-def gateway(implementation: str, engine: AsyncEngine, db_backend: str) -> LedgerGateway:
-    if implementation == "core":
-        return CoreLedger(engine)
-    if db_backend != "postgresql":
-        pytest.skip("the raw asyncpg ledger exists for PostgreSQL only")
-    ledger = ledger_for(engine, raw_connections=8)
-    assert isinstance(ledger, PgLedger)
-    return ledger
+__all__ = ["engine", "gateway"]  # the gateway fixtures of the contract suite
 
 
 async def seed(engine: AsyncEngine, count: int) -> list[ReminderView]:
     """``count`` enqueued reminders, each on email and webhook."""
-    async with engine.begin() as conn:
-        await conn.execute(
-            insert(customers).values(
-                id="cust-1", email="ada@example.com", webhook_url="https://hooks.example.com/x",
-                time_zone="UTC", created_at=NOW, updated_at=NOW,
-            )
-        )  # fmt: skip
-        await conn.execute(
-            insert(reminders),
-            [
-                dict(
-                    id=f"rem-{index}", customer_id="cust-1", kind="renewal", due_at=NOW,
-                    channels=["email", "webhook"], data={}, state="enqueued",
-                    schedule_version=1, created_at=NOW, updated_at=NOW,
-                )
-                for index in range(count)
-            ],
-        )  # fmt: skip
+    customer = {"email": "ada@example.com", "webhook_url": "https://hooks.example.com/x"}
+    await seed_enqueued(engine, count, channels=("email", "webhook"), **customer)
     return [
         ReminderView(
             id=f"rem-{index}",

@@ -15,10 +15,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from app.domain.messages import SendResult
-from tests.support.flow import push_message, put_customer, put_reminder, sweep
+from tests.integration.test_leases import message
+from tests.support.flow import push_message
 from tests.support.rows import send_record_rows
 
 pytestmark = pytest.mark.anyio
+__all__ = ["message"]  # r1 swept, its queue message (the lease tests' fixture)
 
 
 class Ticks:
@@ -52,16 +54,6 @@ async def ticks(container) -> Ticks:
     driven = Ticks()
     container.receiver = dataclasses.replace(container.receiver, sleep=driven.sleep)
     return driven
-
-
-@pytest.fixture
-async def message(client, clock, publisher):
-    """Reminder r1 due now, swept; its queue message."""
-    await put_customer(client, "c1")
-    await put_reminder(client, "r1", customer_id="c1", due_at=clock.now)
-    await sweep(client)
-    [published] = publisher.drain()
-    return published
 
 
 def outlived(reason: str) -> float:

@@ -82,3 +82,29 @@ async def add_dead_message(engine: AsyncEngine, message_id: str, rid: str, chann
                 dead_at=NOW,
             )
         )  # fmt: skip
+
+
+async def seed_enqueued(
+    engine: AsyncEngine, count: int, *, channels: tuple[str, ...], **customer: object
+) -> list[str]:
+    """A customer (``cust-1``, with ``customer`` fields) and ``count`` enqueued reminders
+    due now on ``channels``; their ids."""
+    ids = [f"rem-{index}" for index in range(count)]
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(customers).values(
+                id="cust-1", time_zone="UTC", created_at=NOW, updated_at=NOW, **customer
+            )
+        )
+        await conn.execute(
+            insert(reminders),
+            [
+                dict(
+                    id=rid, customer_id="cust-1", kind="renewal", due_at=NOW,
+                    channels=list(channels), data={}, state="enqueued", schedule_version=1,
+                    created_at=NOW, updated_at=NOW,
+                )
+                for rid in ids
+            ],
+        )  # fmt: skip
+    return ids

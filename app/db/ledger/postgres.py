@@ -159,13 +159,16 @@ class PgLedger(CoreLedger):
         # Awaiting the pool initializes it on first use; with min_size=0 that opens nothing
         # and never yields, so two first users cannot race. Later it returns at once.
         pool = await self.pool
-        try:
-            return await _fetchrow_once(pool, query, args)
-        except _CONNECTION_FAILURES:
-            pass
-        # The server ended the session (pg_terminate_backend, a restart) before asyncpg saw
-        # the socket close. Once more on another connection: every statement here is
-        # fenced, so one that did take effect is refused, never applied twice.
+        # The server ended sessions (pg_terminate_backend, a restart) before asyncpg saw the
+        # sockets close: each failed connection is dropped, and the statement runs again
+        # on the next one, at most once per pooled connection plus a fresh one. Every
+        # statement here is fenced, so one that did take effect is refused, never applied
+        # twice.
+        for _ in range(self._size):
+            try:
+                return await _fetchrow_once(pool, query, args)
+            except _CONNECTION_FAILURES:
+                continue
         try:
             return await _fetchrow_once(pool, query, args)
         except _CONNECTION_FAILURES as error:
