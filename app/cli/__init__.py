@@ -24,6 +24,7 @@ ORDER = (
     "sweep",
     "import",
     "dead-letters",
+    "audit",
     "purge",
     "dispatch",
     "embedded-dead",
