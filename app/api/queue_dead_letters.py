@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.services import embedded_dead as service
 
 from .deps import ConnectionDep, ContainerDep, require_admin_token
+from .inputs import Text
 
 router = APIRouter(
     prefix="/v1/queues/embedded",
@@ -23,7 +24,7 @@ class RedriveMessages(BaseModel):
     """Which dead messages to put back in the queue."""
 
     model_config = ConfigDict(extra="forbid")
-    message_ids: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+    message_ids: list[Annotated[Text, Field(min_length=1, max_length=64)]] = Field(
         min_length=1, max_length=service.MAX_PAGE
     )
 
@@ -31,7 +32,7 @@ class RedriveMessages(BaseModel):
 @router.get("/dead")
 async def list_dead_messages(
     conn: ConnectionDep,
-    cursor: Annotated[str | None, Query(max_length=80)] = None,
+    cursor: Annotated[Text | None, Query(max_length=80)] = None,
     limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
 ) -> dict[str, Any]:
     """Messages the embedded queue gave up on, with cursor pagination."""

@@ -180,3 +180,14 @@ async def test_dead_list_pages_follow_the_cursor_and_refuse_foreign_ones(
     for bad in ("²", "2026-01-01T00:00:00|999999999999999999999999999999", "x|1"):
         answer = await client.get("/v1/queues/embedded/dead", params={"cursor": bad}, headers=ADMIN)
         assert answer.status_code == 422, bad
+
+
+async def test_dead_list_refuses_text_a_database_cannot_store(client):
+    """A NUL in a message id or a cursor is a 422 naming the rule (PostgreSQL answered 500)."""
+    answer = await client.post(
+        "/v1/queues/embedded/dead/redrive", json={"message_ids": ["\x00"]}, headers=ADMIN
+    )
+    assert answer.status_code == 422
+    assert "NUL" in answer.text
+    listing = await client.get("/v1/queues/embedded/dead?cursor=%00", headers=ADMIN)
+    assert listing.status_code == 422
