@@ -65,7 +65,9 @@ def _audit_gauge(report: AuditReport) -> Metric:
 
 def _ledger_metrics(figures: LedgerFigures) -> Iterator[Metric]:
     count = GaugeMetricFamily(
-        "reminders_dead_letters", "Open (not redriven) dead letters, by reason.", labels=["reason"]
+        "reminders_dead_letters",
+        "Open (neither redriven nor discarded) dead letters, by reason.",
+        labels=["reason"],
     )
     oldest = GaugeMetricFamily(
         "reminders_dead_letter_oldest_age_seconds",

@@ -1,4 +1,5 @@
-"""``reminders dead-letters list|show|redrive|stuck``: the console, on the same services as the API.
+"""``reminders dead-letters list|show|redrive|discard|stuck``: the console, on the services
+the API uses.
 
 Each command is one unit of work against the database named by the settings; it does not
 go through the HTTP API. A real redrive needs a queue this process can publish to: with
@@ -9,6 +10,7 @@ go through the HTTP API. A real redrive needs a queue this process can publish t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -25,6 +27,7 @@ from app.domain.errors import ReminderRelayError
 from app.domain.redrive import DeadLetterFilter, SendFilter, parse_duration
 from app.domain.states import SendState
 from app.services import dead_letters as service
+from app.services import discard
 from app.settings import Settings
 
 app = typer.Typer(help="Inspect and redrive dead letters (the same services as /v1/dead-letters).")
@@ -98,7 +101,7 @@ def list_command(
     reminder: Reminder = None,
     older_than: OlderThan = None,
     newer_than: NewerThan = None,
-    status: Annotated[str, typer.Option(help="open, redriven or all.")] = "open",
+    status: Annotated[str, typer.Option(help="open, redriven, discarded or all.")] = "open",
     terminal: Annotated[
         bool, typer.Option("--terminal", help="Also list terminal failures (redrivable).")
     ] = False,
@@ -107,12 +110,13 @@ def list_command(
     as_json: AsJson = False,
 ) -> None:
     """List dead letters (open ones by default), oldest first."""
-    if status not in ("open", "redriven", "all"):
-        raise typer.BadParameter("--status must be open, redriven or all")
-    redriven = {"open": False, "redriven": True, "all": None}[status]
+    if status not in ("open", "redriven", "discarded", "all"):
+        raise typer.BadParameter("--status must be open, redriven, discarded or all")
+    redriven = {"open": False, "redriven": True}.get(status)
     filters = _filter(
         queue, channel, error_class, reason, reminder, older_than, newer_than, redriven
     )
+    filters = dataclasses.replace(filters, discarded=status == "discarded")
 
     async def work(container: Container) -> dict[str, Any]:
         now = container.clock()
@@ -231,4 +235,26 @@ def redrive_command(
         console.print(report_table(report))
     if report.error:
         console.print(f"[red]queue refused:[/red] {report.error}")
+        raise typer.Exit(1)
+
+
+@app.command("discard")
+def discard_command(
+    dead_letter_ids: Annotated[list[int], typer.Argument(help="Quarantined dead letter ids.")],
+    as_json: AsJson = False,
+) -> None:
+    """Close quarantined dead letters no redrive can publish (gone from the open set)."""
+
+    async def work(container: Container) -> list[discard.DiscardItem]:
+        async with container.engine.begin() as conn:
+            return await discard.discard_dead_letters(conn, dead_letter_ids, now=container.clock())
+
+    items = _run(work)
+    if as_json:
+        print_json({"items": [item.to_json() for item in items]})
+    else:
+        for item in items:
+            mark = "[green]discarded[/green]" if item.discarded else f"kept: {item.reason}"
+            console.print(f"dead letter {item.dead_letter_id}: {mark}")
+    if not all(item.discarded for item in items):
         raise typer.Exit(1)

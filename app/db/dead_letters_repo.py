@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.redrive import DeadLetterFilter
@@ -65,7 +65,8 @@ def _fit(value: str | None, length: int | None) -> str | None:
 
 # --- Operator reads and redrive bookkeeping (the dead-letter console). ---
 
-_OPEN = dead_letters.c.redriven_at.is_(None)
+# Open: neither redriven nor discarded (what the gauge counts and operators must look at).
+_OPEN = and_(dead_letters.c.redriven_at.is_(None), dead_letters.c.discarded_at.is_(None))
 _LIST_COLUMNS = (
     *dead_letters.c,
     send_records.c.state.label("send_state"),
@@ -89,7 +90,9 @@ def _filter_clauses(filters: DeadLetterFilter, now: datetime) -> list[Any]:
         clauses.append(dl.c.created_at <= now - filters.older_than)
     if filters.newer_than is not None:
         clauses.append(dl.c.created_at >= now - filters.newer_than)
-    if filters.redriven is not None:
+    if filters.discarded:
+        clauses.append(dl.c.discarded_at.is_not(None))
+    elif filters.redriven is not None:
         clauses.append(dl.c.redriven_at.is_not(None) if filters.redriven else _OPEN)
     return clauses
 
@@ -126,6 +129,22 @@ async def get_dead_letter(conn: AsyncConnection, dead_letter_id: int) -> dict[st
     )
     row = (await conn.execute(stmt)).first()
     return dict(row._mapping) if row else None
+
+
+async def get_dead_letters(conn: AsyncConnection, ids: Iterable[int]) -> list[dict[str, Any]]:
+    """The dead letters with these ids that exist, by id, each with its send record's state."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    stmt = (
+        select(*_LIST_COLUMNS)
+        .select_from(
+            dead_letters.outerjoin(send_records, send_records.c.id == dead_letters.c.send_record_id)
+        )
+        .where(dead_letters.c.id.in_(wanted))
+        .order_by(dead_letters.c.id)
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]
 
 
 async def dead_letters_of_send(conn: AsyncConnection, send_record_id: int) -> list[dict[str, Any]]:
@@ -174,6 +193,26 @@ def _of(send_record_ids: Iterable[int], dead_letter_ids: Iterable[int]) -> Any:
     if letters:
         targets.append(dead_letters.c.id.in_(letters))
     return or_(*targets) if targets else None
+
+
+async def discard_quarantined(
+    conn: AsyncConnection, dead_letter_ids: Iterable[int], *, now: datetime
+) -> set[int]:
+    """Stamp ``discarded_at`` on those of these letters still open and quarantined; their ids.
+
+    The conditions are repeated in the statement so a letter redriven since it was read
+    stays as it is.
+    """
+    wanted = sorted(set(dead_letter_ids))
+    if not wanted:
+        return set()
+    stmt = (
+        update(dead_letters)
+        .where(dead_letters.c.id.in_(wanted), dead_letters.c.send_record_id.is_(None), _OPEN)
+        .values(discarded_at=now)
+        .returning(dead_letters.c.id)
+    )
+    return set((await conn.execute(stmt)).scalars())
 
 
 async def summarize_open(conn: AsyncConnection) -> list[dict[str, Any]]:

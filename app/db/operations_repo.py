@@ -77,11 +77,11 @@ async def stuck_sends(conn: AsyncConnection, *, now: datetime) -> tuple[int, dat
 
 
 async def open_dead_letters(conn: AsyncConnection) -> list[tuple[str, int, datetime | None]]:
-    """Open (not redriven) dead letters by reason: count and oldest creation."""
+    """Open (neither redriven nor discarded) dead letters by reason: count and oldest creation."""
     dl = dead_letters
     stmt = (
         select(dl.c.reason, func.count(), func.min(dl.c.created_at))
-        .where(dl.c.redriven_at.is_(None))
+        .where(dl.c.redriven_at.is_(None), dl.c.discarded_at.is_(None))
         .group_by(dl.c.reason)
     )
     return [

@@ -44,7 +44,8 @@ class Customer(Base):
     __tablename__ = "customers"
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    email: Mapped[str | None] = mapped_column(String(320))
+    # 0013: the admin page finds a customer's reminders by email.
+    email: Mapped[str | None] = mapped_column(String(320), index=True)
     webhook_url: Mapped[str | None] = mapped_column(String(2048))
     time_zone: Mapped[str] = mapped_column(String(64), default="UTC")
     opted_out_channels: Mapped[list[str]] = mapped_column(JSON, default=list)
@@ -130,6 +131,8 @@ class DeadLetter(Base):
         # 0004: a reminder's dead letters; the open set (redriven_at IS NULL) oldest first.
         Index("ix_dead_letters_reminder_id", "reminder_id"),
         Index("ix_dead_letters_redriven_at_created_at", "redriven_at", "created_at"),
+        # 0013: retention purges discarded letters oldest discard first.
+        Index("ix_dead_letters_discarded_at", "discarded_at"),
         # A queue message is dead-lettered once, however often it is redelivered.
         UniqueConstraint("queue", "message_id"),
     )
@@ -150,6 +153,8 @@ class DeadLetter(Base):
     first_failed_at: Mapped[datetime | None]
     last_failed_at: Mapped[datetime | None]
     redriven_at: Mapped[datetime | None]
+    # An operator closed this quarantined letter without redriving it (it never can be).
+    discarded_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
 
 

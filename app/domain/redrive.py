@@ -11,6 +11,8 @@ listable. They are redrivable only when their payload names a reminder and chann
 exist now (the application created the reminder after the message arrived): a fresh
 message for the reminder's current schedule version is published, and the receiver
 creates the ledger row. A malformed payload is never redriven: nothing valid to publish.
+An operator may discard a quarantined letter a redrive would skip: it leaves the open set
+(and the gauge) and is never redriven; retention deletes it later.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class RedriveCandidate:
     send: SendSnapshot | None
     reminder: ReminderSnapshot | None
     redriven_at: datetime | None = None  # of the dead letter, when it is one
+    discarded_at: datetime | None = None  # ... likewise
+    quarantined: bool = False  # a dead letter with no send record of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +135,8 @@ def _send_blocker(send: SendSnapshot, candidate: RedriveCandidate, now: datetime
 
 def plan_redrive(candidate: RedriveCandidate, *, now: datetime) -> RedrivePlan:
     """Decide whether and how one candidate is redriven."""
+    if candidate.discarded_at is not None:
+        return _skip(candidate, f"discarded at {candidate.discarded_at.isoformat()}")
     blocker = _reminder_blocker(candidate)
     if blocker is not None:
         return _skip(candidate, blocker)
@@ -152,6 +158,21 @@ def plan_redrive(candidate: RedriveCandidate, *, now: datetime) -> RedrivePlan:
     key = redrive_idempotency_key(candidate.reminder_id, candidate.channel, version, f"r{count}")
     reason = f"{send.state.value}: reset to pending with a fresh attempt budget"
     return RedrivePlan(candidate, RedriveAction.PUBLISH, reason, payload, key, count)
+
+
+def discard_blocker(candidate: RedriveCandidate, *, now: datetime) -> str | None:
+    """Why a dead letter may not be discarded, or None: only open quarantined letters that a
+    redrive would skip (an exhausted send's letter stays until redriven: the audit pairs it
+    with its ``dead`` send record)."""
+    if candidate.discarded_at is not None:
+        return f"already discarded at {candidate.discarded_at.isoformat()}"
+    if candidate.redriven_at is not None:
+        return f"already redriven at {candidate.redriven_at.isoformat()}"
+    if not candidate.quarantined:
+        return "an exhausted send's dead letter: redrive it instead"
+    if plan_redrive(candidate, now=now).publishes:
+        return "redrivable now: redrive it instead"
+    return None
 
 
 # Far more than any retention; keeps ``now - duration`` inside the datetime range.
@@ -197,7 +218,9 @@ class DeadLetterFilter:
     reminder_id: str | None = None
     older_than: timedelta | None = None  # became a dead letter at least this long ago
     newer_than: timedelta | None = None  # ... at most this long ago
-    redriven: bool | None = False  # False: open ones only (default); None: all
+    # False: open ones only, neither redriven nor discarded (default); None: all
+    redriven: bool | None = False
+    discarded: bool = False  # True: discarded ones only (``redriven`` is then ignored)
 
 
 @dataclass(frozen=True, slots=True)

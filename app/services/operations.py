@@ -13,7 +13,7 @@ from app.domain.errors import NotFound
 from app.domain.redrive import DeadLetterFilter, SendFilter
 from app.domain.states import SendState
 
-from . import dead_letters, reminders
+from . import dead_letters, discard, reminders
 
 WINDOWS = (("1h", timedelta(hours=1)), ("24h", timedelta(days=1)), ("7d", timedelta(days=7)))
 
@@ -74,6 +74,7 @@ async def overview(conn: AsyncConnection, *, now: datetime, limit: int = 50) -> 
         "outcomes": await outcome_windows(conn, now=now),
         "groups": await dead_letters.summarize(conn, now=now),
         "dead_letters": open_letters.items,
+        "discardable": await discard.discardable_ids(conn, open_letters.items, now=now),
         "stuck": stuck.items,
         "terminal": terminal.items,
         "broken_schedules": await schedules_repo.list_broken(conn, limit=limit),

@@ -129,7 +129,7 @@ async def redrive_dead_letters(
     limit = max(1, min(limit, MAX_REDRIVE_BATCH))
     async with ctx.engine.connect() as conn:
         rows = await dead_letters_repo.list_dead_letters(
-            conn, replace(filters, redriven=False), now=now, limit=limit
+            conn, replace(filters, redriven=False, discarded=False), now=now, limit=limit
         )
         candidates = await candidates_for_dead_letters(conn, rows)
     return await _execute(ctx, _plan_once_per_send(candidates, now), now=now, dry_run=dry_run)
@@ -190,7 +190,16 @@ async def candidates_for_dead_letters(
             send = sends_for.get((reminder_id, channel)) if reminder_id and channel else None
         reminder = reminders.get(reminder_id) if reminder_id else None
         candidates.append(
-            RedriveCandidate(row["id"], reminder_id, channel, send, reminder, row["redriven_at"])
+            RedriveCandidate(
+                row["id"],
+                reminder_id,
+                channel,
+                send,
+                reminder,
+                redriven_at=row["redriven_at"],
+                discarded_at=row.get("discarded_at"),
+                quarantined=row["send_record_id"] is None,
+            )
         )
     return candidates
 

@@ -1,10 +1,10 @@
 """Retention: the database does not grow forever.
 
 Reminders that are ``done`` or ``cancelled`` and unchanged for the retention period go, with
-their ledger rows; so do dead letters redriven that long ago. Work is done in short, bounded
-transactions (one batch each) so deliveries never queue behind a purge, and it stops when the
-caller's time budget is spent: the sweep purges with what is left of its budget after
-publishing, ``reminders purge`` until nothing is left.
+their ledger rows; so do dead letters redriven or discarded that long ago. Work is done in
+short, bounded transactions (one batch each) so deliveries never queue behind a purge, and it
+stops when the caller's time budget is spent: the sweep purges with what is left of its budget
+after publishing, ``reminders purge`` until nothing is left.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ async def purge(
             return report
     while not out_of_time():
         async with engine.begin() as conn:
-            deleted = await retention_repo.delete_redriven_dead_letters(
+            deleted = await retention_repo.delete_closed_dead_letters(
                 conn, before=report.cutoff, limit=policy.batch_size
             )
         report.counts["dead_letters"] += deleted

@@ -1,11 +1,13 @@
-"""/admin over HTTP: login, cookie flags, CSRF, and the two-step redrive."""
+"""/admin over HTTP: login, cookie flags, CSRF, the two-step redrive and discards."""
 
 import re
 
 import httpx
 
-from tests.support.dead_letters import ADMIN_TOKEN, exhaust
-from tests.support.flow import get_reminder, push_message
+from app.services import audit
+from tests.support.dead_letters import ADMIN, ADMIN_TOKEN, admin_post, exhaust
+from tests.support.flow import get_reminder, push, push_message, put_customer, put_reminder
+from tests.support.push import envelope
 
 
 async def _login(client: httpx.AsyncClient) -> dict[str, str]:
@@ -94,3 +96,73 @@ async def test_logout_ends_the_session_for_every_copy_of_the_cookie(client):
     assert replayed.status_code == 303
     assert replayed.headers["location"] == "/admin/login"
     assert (await client.get("/admin", headers=kept)).status_code == 200
+
+
+async def _letters(client: httpx.AsyncClient, status: str = "open") -> dict[str, dict]:
+    response = await client.get("/v1/dead-letters", params={"status": status}, headers=ADMIN)
+    assert response.status_code == 200, response.text
+    return {item["reason"]: item for item in response.json()["items"]}
+
+
+async def test_a_quarantined_letter_no_redrive_can_publish_is_discarded_from_the_page(
+    client, clock, publisher, provider, container
+):
+    """Discard needs the CSRF token; the letter leaves the open set, the gauge and redrive,
+    the audit stays clean; an exhausted send's letter and a redrivable one are refused."""
+    await exhaust(client, publisher, clock, provider, "r:kept")
+    await push(client, envelope("r:never", message_id="m-never"))
+    await push(client, {"message_id": "m-bad", "payload": {"v": 9}})
+    letters = await _letters(client)
+    bad, never = letters["malformed"]["id"], letters["unknown_reminder"]["id"]
+    exhausted = letters["attempts_exhausted"]["id"]
+    headers = await _login(client)
+    page = (await client.get("/admin", headers=headers)).text
+    assert f"discard-dead-letter-{bad}" in page and f"discard-dead-letter-{never}" in page
+    assert f"discard-dead-letter-{exhausted}" not in page
+    csrf = _csrf(page)
+
+    no_csrf = await client.post("/admin/discard", data={"id": str(bad)}, headers=headers)
+    assert no_csrf.status_code == 401
+    for ident in (bad, never):
+        done = await client.post(
+            "/admin/discard", data={"id": str(ident), "csrf": csrf}, headers=headers
+        )
+        assert done.status_code == 200 and "discarded" in done.text
+    refused = await client.post(
+        "/admin/discard", data={"id": str(exhausted), "csrf": csrf}, headers=headers
+    )
+    assert refused.status_code == 409 and "redrive it instead" in refused.text
+
+    assert set(await _letters(client)) == {"attempts_exhausted"}
+    assert set(await _letters(client, "all")) == {
+        "attempts_exhausted",
+        "malformed",
+        "unknown_reminder",
+    }
+    metrics = (await client.get("/metrics")).text
+    assert 'reminders_dead_letters{reason="unknown_reminder"}' not in metrics
+    assert 'reminders_dead_letters{reason="attempts_exhausted"} 1.0' in metrics
+    await put_customer(client, "cust_never")
+    await put_reminder(client, "r:never", customer_id="cust_never", due_at=clock.now)
+    report = await admin_post(client, f"/v1/dead-letters/{never}/redrive")
+    assert report["published"] == 0 and "discarded" in report["items"][0]["reason"]
+    async with container.engine.connect() as conn:
+        assert (await audit.run_audit(conn, now=clock.now)).ok
+
+
+async def test_a_quarantined_letter_a_redrive_would_publish_is_not_discarded(
+    client, clock, publisher, provider
+):
+    """Once its reminder exists the letter is redrivable: no Discard button, and a 409."""
+    await push(client, envelope("r:soon", message_id="m-soon"))
+    await put_customer(client, "cust_soon")
+    await put_reminder(client, "r:soon", customer_id="cust_soon", due_at=clock.now)
+    soon = (await _letters(client))["unknown_reminder"]["id"]
+    headers = await _login(client)
+    page = (await client.get("/admin", headers=headers)).text
+    assert f"discard-dead-letter-{soon}" not in page
+    refused = await client.post(
+        "/admin/discard", data={"id": str(soon), "csrf": _csrf(page)}, headers=headers
+    )
+    assert refused.status_code == 409 and "redrivable now" in refused.text
+    assert set(await _letters(client)) == {"unknown_reminder"}

@@ -11,7 +11,7 @@ from app.cli import cli
 from app.container import open_container
 from tests.support.cli_env import service_env
 from tests.support.dead_letters import exhaust
-from tests.support.flow import get_reminder, push_message
+from tests.support.flow import get_reminder, push, push_message
 
 
 @pytest.fixture
@@ -95,3 +95,25 @@ async def test_list_is_readable_at_80_columns(
     assert reminder_id in listed and "smtp_4xx" in listed
     [item] = json.loads((await _invoke("list", "--json")).output)["items"]
     assert item["reminder_id"] == reminder_id and item["queue"] and item["reason"]
+
+
+async def test_discard_closes_a_quarantined_letter_and_refuses_an_exhausted_one(
+    client, clock, publisher, provider, cli_env
+):
+    """discard closes the malformed letter (listed as discarded after) and exits 1 naming
+    why the exhausted send's letter was kept."""
+    await exhaust(client, publisher, clock, provider, "r:cli-discard")
+    await push(client, {"message_id": "m-cli-bad", "payload": {"v": 9}})
+    listed = json.loads((await _invoke("list", "--json")).output)["items"]
+    ids = {item["reason"]: item["id"] for item in listed}
+    bad, dead = ids["malformed"], ids["attempts_exhausted"]
+
+    result = await _invoke("discard", str(bad), str(dead), "--json")
+    assert result.exit_code == 1, result.output
+    items = {i["dead_letter_id"]: i for i in json.loads(result.output)["items"]}
+    assert items[bad]["discarded"] and not items[dead]["discarded"]
+    assert "redrive it instead" in items[dead]["reason"]
+    still_open = json.loads((await _invoke("list", "--json")).output)["items"]
+    assert [item["id"] for item in still_open] == [dead]
+    gone = json.loads((await _invoke("list", "--status", "discarded", "--json")).output)["items"]
+    assert [item["id"] for item in gone] == [bad] and gone[0]["discarded_at"]

@@ -213,6 +213,32 @@ async def test_nothing_is_purged_before_the_period(engine):
     assert report.counts == {"reminders": 0, "send_records": 0, "dead_letters": 0}
 
 
+async def test_discarded_letters_go_by_their_discard_time_and_stop_holding_a_reminder(engine):
+    """A letter discarded before the cutoff is purged like a redriven one (the preview counts
+    it), one discarded at the cutoff stays; a discarded letter no longer keeps its reminder."""
+    await _seed(engine)
+    await _reminder(engine, "done:discarded", "done", at=T0 - TICK)
+    async with engine.begin() as conn:
+        for at, reminder_id in ((T0 - TICK, "done:discarded"), (T0, "gone")):
+            await conn.execute(
+                insert(dead_letters).values(
+                    reminder_id=reminder_id,
+                    queue="reminders",
+                    reason="unknown_reminder",
+                    discarded_at=at,
+                    created_at=T0 - timedelta(days=1),
+                )
+            )
+    preview = await preview_purge(engine, now=EDGE, policy=POLICY)
+    report = await purge(engine, now=EDGE, policy=POLICY)
+
+    assert report.counts["dead_letters"] == preview.counts["dead_letters"] == 3
+    assert report.counts["reminders"] == 4 and "done:discarded" not in await _ids(engine, reminders)
+    async with engine.connect() as conn:
+        left = (await conn.execute(select(dead_letters.c.discarded_at))).scalars().all()
+    assert sorted(left, key=lambda at: (at is not None, at or T0)) == [None] * 4 + [T0]
+
+
 def _sweep(engine, clock, publisher, *, budget: float, monotonic):
     return sweep(
         engine,

@@ -2,7 +2,9 @@
 
 Login exchanges ``ADMIN_TOKEN`` for a signed, HttpOnly, Secure, SameSite=Strict cookie.
 Every POST carries a CSRF token. A redrive is two steps: the preview runs the dry run
-and shows exactly what would be published; only its confirm button publishes.
+and shows exactly what would be published; only its confirm button publishes. A discard
+(of a quarantined letter no redrive can publish) is one step: it deletes nothing, the
+letter only leaves the open set.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.domain.errors import NotFound, Unauthenticated
 from app.domain.redrive import DeadLetterFilter, format_age
-from app.services import admin_sessions, dead_letters, operations
+from app.services import admin_sessions, dead_letters, discard, operations
 
 from ..dead_letters import redrive_context
 from ..deps import Container, get_container, read_capped, token_matches
@@ -194,3 +196,22 @@ async def redrive(request: Request) -> Response:
         "csrf": session.csrf_token(container.settings.admin_token, current.value),
     }
     return _render(request, "result.html", context, 200 if not report.error else 502)
+
+
+@router.post("/discard")
+async def discard_dead_letter(request: Request) -> Response:
+    """Discard one quarantined dead letter and show what happened."""
+    checked = await _checked_post(request)
+    if checked is None:
+        return _to_login()
+    container, current, form = checked
+    ident = dead_letters.parse_row_id(form.get("id", ""))
+    if ident is None:
+        raise NotFound("nothing to discard: unknown dead letter")
+    async with container.engine.begin() as conn:
+        [item] = await discard.discard_dead_letters(conn, [ident], now=container.clock())
+    context = {
+        "item": item,
+        "csrf": session.csrf_token(container.settings.admin_token, current.value),
+    }
+    return _render(request, "discarded.html", context, 200 if item.discarded else 409)
