@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.encoders import jsonable_encoder
 from pydantic import (
     AfterValidator,
@@ -19,10 +19,11 @@ from pydantic import (
 )
 
 from app.domain.errors import InvalidInput
-from app.services import customers, unsubscribe
+from app.services import customers, listing, unsubscribe
 from app.services import reminders as service
 from app.services.customers import CustomerChange
 
+from .answers import ReminderPage, ReminderStateName
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, Instant
 
@@ -33,6 +34,20 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
 MAX_DATA_BYTES = 16 * 1024
 MAX_URL_LENGTH = 2048  # customers.webhook_url
+KIND_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,99}$"
+# Shared by the lists: an id filter, the page size and the opaque cursor.
+IdFilter = Annotated[str | None, Query(pattern=ID_PATTERN, max_length=200)]
+Limit = Annotated[
+    int, Query(ge=1, le=listing.MAX_LIMIT, description=f"page size, at most {listing.MAX_LIMIT}")
+]
+Cursor = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[A-Za-z0-9_\-]+$",
+        max_length=listing.MAX_CURSOR_LENGTH,
+        description="next_cursor of the previous page",
+    ),
+]
 
 
 def _unique(channels: list[str]) -> list[str]:
@@ -92,7 +107,7 @@ class ReminderIn(ApiModel):
     model_config = ConfigDict(extra="forbid")
 
     customer_id: str = Field(min_length=1, max_length=200)
-    kind: str = Field(pattern=r"^[a-z0-9][a-z0-9_.\-]{0,99}$")
+    kind: str = Field(pattern=KIND_PATTERN)
     due_at: Instant
     expires_at: Instant | None = None
     channels: Channels
@@ -176,3 +191,21 @@ async def cancel_reminder(
     """Cancel a reminder; messages already queued are dropped when they arrive."""
     await service.cancel_reminder(conn, reminder_id, now=container.clock())
     return jsonable_encoder(await service.get_reminder(conn, reminder_id))
+
+
+@router.get("/reminders", response_model=ReminderPage)
+async def list_reminders(
+    conn: ConnectionDep,
+    customer_id: IdFilter = None,
+    state: Annotated[ReminderStateName | None, Query()] = None,
+    kind: Annotated[str | None, Query(pattern=KIND_PATTERN, max_length=100)] = None,
+    schedule_id: IdFilter = None,
+    due_after: Annotated[Instant | None, Query(description="due_at at or after")] = None,
+    due_before: Annotated[Instant | None, Query(description="due_at before")] = None,
+    limit: Limit = listing.DEFAULT_LIMIT,
+    cursor: Cursor = None,
+) -> dict[str, Any]:
+    """Reminders in (due_at, id) order, filtered, one page at a time (no send records)."""
+    filters = listing.ReminderFilters(customer_id, state, kind, schedule_id, due_after, due_before)
+    page = await listing.list_reminders(conn, filters, cursor=cursor, limit=limit)
+    return {"items": page.items, "next_cursor": page.next_cursor}

@@ -14,12 +14,14 @@ from fastapi.encoders import jsonable_encoder
 from pydantic import ConfigDict, Field
 
 from app.domain.queueing import horizon_end
+from app.services import listing
 from app.services import schedules as service
 from app.services.reminders import require_templates
 
+from .answers import SchedulePage
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, Instant
-from .reminders import Channels, SmallData
+from .reminders import Channels, Cursor, IdFilter, Limit, SmallData
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["schedules"])
 
@@ -66,6 +68,18 @@ async def put_schedule(
     )
     response.status_code = 201 if result.created else 200
     return jsonable_encoder(result.schedule)
+
+
+@router.get("/schedules", response_model=SchedulePage)
+async def list_schedules(
+    conn: ConnectionDep,
+    customer_id: IdFilter = None,
+    limit: Limit = listing.DEFAULT_LIMIT,
+    cursor: Cursor = None,
+) -> dict[str, Any]:
+    """Schedules (not deleted) in id order, of one customer if asked, one page at a time."""
+    page = await listing.list_schedules(conn, customer_id=customer_id, cursor=cursor, limit=limit)
+    return {"items": page.items, "next_cursor": page.next_cursor}
 
 
 @router.get("/schedules/{schedule_id}")

@@ -9,7 +9,18 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, DateTime, Text, bindparam, func, or_, select, text, update
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Select,
+    Text,
+    bindparam,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -237,3 +248,51 @@ async def count_sweepable(conn: AsyncConnection, *, now: datetime, horizon_end: 
     """How many scheduled reminders inside the horizon are still waiting to be published."""
     stmt = select(func.count()).select_from(r).where(*_SWEEPABLE)
     return int((await conn.execute(stmt, {"now": now, "horizon_end": horizon_end})).scalar_one())
+
+
+# Listing order: (due_at, id), both immutable for rows that already exist except by a
+# reschedule, so keyset pages neither repeat nor skip rows inserted while a client pages.
+_LISTED = r.c.due_at, r.c.id
+
+
+def list_reminders_statement(
+    *,
+    equal: Mapping[str, str],
+    due_after: datetime | None,
+    due_before: datetime | None,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> Select[Any]:
+    """The query of ``list_reminders`` (the tests read its plan)."""
+    stmt = select(r).where(*(r.c[name] == value for name, value in equal.items()))
+    if due_after is not None:
+        stmt = stmt.where(r.c.due_at >= bindparam("due_after", due_after, type_=UTCDateTime()))
+    if due_before is not None:
+        stmt = stmt.where(r.c.due_at < bindparam("due_before", due_before, type_=UTCDateTime()))
+    if after is not None:
+        # (due_at, id) > cursor, written so the index bounds the scan by due_at on both
+        # databases (a row comparison was not used as an index condition on PostgreSQL).
+        due_at, reminder_id = after
+        after_due = bindparam("after_due", due_at, type_=UTCDateTime())
+        stmt = stmt.where(
+            r.c.due_at >= after_due,
+            or_(r.c.due_at > after_due, r.c.id > bindparam("after_id", reminder_id)),
+        )
+    return stmt.order_by(*_LISTED).limit(limit)
+
+
+async def list_reminders(
+    conn: AsyncConnection,
+    *,
+    equal: Mapping[str, str],
+    due_after: datetime | None,
+    due_before: datetime | None,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` reminders in (due_at, id) order after the keyset ``after``, where
+    each column of ``equal`` has its value and ``due_after <= due_at < due_before``."""
+    stmt = list_reminders_statement(
+        equal=equal, due_after=due_after, due_before=due_before, after=after, limit=limit
+    )
+    return [dict(row._mapping) for row in await conn.execute(stmt)]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, bindparam, func, select, update
+from sqlalchemy import JSON, Select, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.states import ReminderState
@@ -257,4 +257,25 @@ async def list_open_occurrences(
         .order_by(r.c.due_at, r.c.id)
         .limit(limit)
     )
+    return [_mapping(row) for row in await conn.execute(stmt)]
+
+
+def list_schedules_statement(
+    *, customer_id: str | None, after: str | None, limit: int
+) -> Select[Any]:
+    """The query of ``list_schedules`` (the tests read its plan)."""
+    stmt = select(s).where(s.c.state != ScheduleState.DELETED.value)
+    if customer_id is not None:
+        stmt = stmt.where(s.c.customer_id == customer_id)
+    if after is not None:
+        stmt = stmt.where(s.c.id > after)
+    return stmt.order_by(s.c.id).limit(limit)
+
+
+async def list_schedules(
+    conn: AsyncConnection, *, customer_id: str | None, after: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` schedules not deleted, in id order after ``after``, of one customer
+    when ``customer_id`` is given."""
+    stmt = list_schedules_statement(customer_id=customer_id, after=after, limit=limit)
     return [_mapping(row) for row in await conn.execute(stmt)]
