@@ -116,6 +116,29 @@ async def test_each_failed_token_check_answers_401_and_sends_nothing(
     assert provider.calls == []
 
 
+async def test_pushes_answer_503_while_google_certificates_cannot_be_fetched(
+    client, clock, provider, certs
+):
+    """Google's certificate endpoint answers 500: a Cloud Tasks and a Pub/Sub push with a good
+    token answer 503 (retryable: the queue comes back) instead of 401, and nothing is sent."""
+    certs.status = 500
+    await due_reminder(client, clock, "r:ct")
+    task = await client.post(
+        "/push/email-tasks",
+        content=payload("r:ct"),
+        headers=task_headers(GOOGLE_KEY.mint(time.time())),
+    )
+    data = base64.b64encode(payload("r:ct", "webhook")).decode()
+    body = orjson.dumps({"message": {"data": data, "messageId": "8"}, "subscription": "s"})
+    message = await client.post(
+        "/push/hooks", content=body, headers=bearer(GOOGLE_KEY.mint(time.time()))
+    )
+    for response in (task, message):
+        assert response.status_code == 503, response.text
+        assert response.json()["error"] == "authentication_unavailable"
+    assert provider.calls == []
+
+
 async def test_a_queue_of_another_kind_does_not_accept_this_format(client, clock):
     """An Infrai-signed push to a Google queue is not authentic there."""
     await due_reminder(client, clock, "r:x")

@@ -14,8 +14,9 @@ from app.adapters.push_formats.cloudtasks import CloudTasksPushFormat
 from app.adapters.push_formats.google_oidc import OidcRequirements, build_oidc_verifier
 from app.adapters.push_formats.pubsub import PubSubPushFormat
 from app.adapters.push_formats.signatures import sign
-from app.domain.errors import MalformedDelivery, Unauthenticated
+from app.domain.errors import AuthenticationUnavailable, MalformedDelivery, Unauthenticated
 from app.domain.messages import PushRequest
+from tests.support.channel_servers import free_port
 from tests.support.google_tokens import (
     AUDIENCE,
     SERVICE_ACCOUNT,
@@ -121,6 +122,49 @@ async def test_unknown_key_ids_refetch_at_most_once_a_minute(google):
     assert server.fetches == 1  # four unknown-key tokens inside a minute: no refetch
     await verifier.verify(bearer(rotated.mint(NOW + 61)), now=NOW + 61)
     assert server.fetches == 2
+
+
+async def test_certificates_that_cannot_be_fetched_make_the_token_unverifiable_not_invalid():
+    """Google's certificate endpoint down (nothing listens): AuthenticationUnavailable (our
+    side failed, the queue must retry), never Unauthenticated (a 401 would tell it to stop)."""
+    http = SharedHttp()
+    down = f"http://127.0.0.1:{free_port()}/oauth2/v1/certs"
+    verifier = build_oidc_verifier(OidcRequirements(AUDIENCE, SERVICE_ACCOUNT, down), http)
+    try:
+        for at in (NOW, NOW + 1):  # the refetch that failed and the cached failure
+            with pytest.raises(AuthenticationUnavailable, match="certificates"):
+                await verifier.verify(bearer(GOOGLE_KEY.mint(at)), now=at)
+    finally:
+        await http.aclose()
+
+
+async def test_an_endpoint_answering_500_is_unavailable_until_it_recovers(google):
+    """500 from the certificate endpoint: unavailable; after the refetch interval, once it
+    answers again, the same token verifies and a bad one is refused (401 again)."""
+    server, http = google
+    server.status = 500
+    verifier = verifier_for(server, http)
+    with pytest.raises(AuthenticationUnavailable):
+        await verifier.verify(bearer(GOOGLE_KEY.mint(NOW)), now=NOW)
+    server.status = 200
+    later = NOW + 61
+    await verifier.verify(bearer(GOOGLE_KEY.mint(later)), now=later)
+    with pytest.raises(Unauthenticated, match="signature"):
+        await verifier.verify(bearer(OTHER_KEY.mint(later)), now=later)
+
+
+async def test_keys_already_held_keep_verifying_during_an_outage(google):
+    """Past the max-age the refresh fails: the keys we had still verify their tokens, and a
+    key id we never saw is unavailable rather than refused."""
+    server, http = google
+    verifier = verifier_for(server, http)
+    await verifier.verify(bearer(GOOGLE_KEY.mint(NOW)), now=NOW)
+    server.status = 503
+    later = NOW + server.max_age + 1
+    await verifier.verify(bearer(GOOGLE_KEY.mint(later)), now=later)
+    assert server.fetches == 2
+    with pytest.raises(AuthenticationUnavailable):
+        await verifier.verify(bearer(SigningKey.generate("new").mint(later)), now=later)
 
 
 def task_request(body: bytes = BODY, **headers: str) -> PushRequest:

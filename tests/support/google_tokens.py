@@ -70,11 +70,14 @@ class CertificateServer:
     keys: list[SigningKey]
     max_age: int = 3600
     fetches: int = 0
+    status: int = 200  # anything else: answered instead of the certificates
     url: str = ""
     _runner: web.AppRunner | None = field(default=None, repr=False)
 
     async def _certs(self, request: web.Request) -> web.Response:
         self.fetches += 1
+        if self.status != 200:  # an outage on Google's side
+            return web.Response(status=self.status, text="unavailable")
         body = json.dumps({key.kid: key.certificate_pem for key in self.keys})
         headers = {"Cache-Control": f"public, max-age={self.max_age}, must-revalidate"}
         return web.Response(body=body, content_type="application/json", headers=headers)

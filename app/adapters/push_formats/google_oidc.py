@@ -8,7 +8,9 @@ true: Google warns that signature and audience alone would accept a token that a
 service account minted for our URL.
 
 Certificates are cached for their ``Cache-Control`` max-age, each parsed into a verifier
-once. A token naming an unknown key triggers at most one refetch per ``refetch_interval``
+once. When they cannot be fetched (endpoint down, non-200, unparsable), the keys already held
+keep verifying; a token naming a key we do not hold is then ``AuthenticationUnavailable``
+(503: the queue retries), the same error SNS raises, never a 401 the queue would obey. A token naming an unknown key triggers at most one refetch per ``refetch_interval``
 (Google publishes new keys before it signs with them), so a flood of forged key ids cannot
 make us hammer the certificate endpoint. google-auth's ``RSAVerifier`` checks the
 signature; the claims are checked here against the caller's ``now`` (google-auth's own
@@ -29,7 +31,7 @@ import orjson
 from google.auth.crypt import RSAVerifier
 
 from app.adapters.channels.http import SharedHttp, client_timeout, read_capped
-from app.domain.errors import Unauthenticated
+from app.domain.errors import AuthenticationUnavailable, Unauthenticated
 
 GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 DEFAULT_MAX_AGE = 3600.0
@@ -63,12 +65,17 @@ class GoogleCertificates:
         self._verifiers: dict[str, RSAVerifier] = {}
         self._expires_at = 0.0
         self._fetched_at: float | None = None
+        self._failed = False  # the last fetch failed: an unknown key id proves nothing
 
     async def verifier(self, key_id: str, *, now: float) -> RSAVerifier:
-        """The verifier for ``key_id``; ``Unauthenticated`` when Google publishes no such key."""
+        """The verifier for ``key_id``; ``Unauthenticated`` when Google publishes no such key,
+        ``AuthenticationUnavailable`` when we hold no such key and cannot fetch Google's."""
         if now >= self._expires_at or (key_id not in self._verifiers and self._may_refetch(now)):
             await self._refresh(now)
         verifier = self._verifiers.get(key_id)
+        if verifier is None and self._failed:
+            # Our outage, not a bad token: 503 makes the queue retry, a 401 would not.
+            raise AuthenticationUnavailable("Google signing certificates cannot be fetched")
         if verifier is None:
             raise Unauthenticated("token signed by an unknown key")
         return verifier
@@ -85,8 +92,10 @@ class GoogleCertificates:
         except Exception as error:  # keep the keys we had; try again after the interval
             log.warning("Google signing certificates unavailable: %s", type(error).__name__)
             self._expires_at = now + self._refetch_interval
+            self._failed = True
             return
         self._verifiers = verifiers
+        self._failed = False
         self._expires_at = now + _max_age(cache_control)
 
 
