@@ -27,7 +27,7 @@ class Schedule(Base):
     __table_args__ = (
         Index("ix_schedules_state_materialized_through", "state", "materialized_through"),
         Index("ix_schedules_broken_at", "broken_at"),  # 0009
-        Index("ix_schedules_customer_id_id", "customer_id", "id"),  # 0012: a customer's list
+        Index("ix_schedules_customer_id_id", "customer_id", "id"),  # 0014: a customer's list
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)

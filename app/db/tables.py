@@ -66,7 +66,7 @@ class Reminder(Base):
     __table_args__ = (
         Index("ix_reminders_state_due_at", "state", "due_at"),
         Index("ix_reminders_state_updated_at", "state", "updated_at"),  # 0008: retention
-        # 0012: the list's keyset order, whole and per customer or schedule
+        # 0014: the list's keyset order, whole and per customer or schedule
         Index("ix_reminders_due_at_id", "due_at", "id"),
         Index("ix_reminders_customer_id_due_at_id", "customer_id", "due_at", "id"),
         Index("ix_reminders_schedule_id_due_at_id", "schedule_id", "due_at", "id"),

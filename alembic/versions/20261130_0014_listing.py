@@ -5,8 +5,8 @@ a customer in id order.
 with rows already in that order, so a page reads ``limit`` index entries after the cursor
 instead of sorting every matching reminder. A state filter uses ix_reminders_state_due_at.
 
-Revision ID: 0012_listing
-Revises: 0011_recipient_unsubscribes
+Revision ID: 0014_listing
+Revises: 0013_discards
 Create Date: 2026-11-30 19:50:00
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0012_listing"
-down_revision: str | None = "0011_recipient_unsubscribes"
+revision: str = "0014_listing"
+down_revision: str | None = "0013_discards"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
