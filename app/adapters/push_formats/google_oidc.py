@@ -10,7 +10,8 @@ service account minted for our URL.
 Certificates are cached for their ``Cache-Control`` max-age, each parsed into a verifier
 once. When they cannot be fetched (endpoint down, non-200, unparsable), the keys already held
 keep verifying; a token naming a key we do not hold is then ``AuthenticationUnavailable``
-(503: the queue retries), the same error SNS raises, never a 401 the queue would obey. A token naming an unknown key triggers at most one refetch per ``refetch_interval``
+(503: the queue retries), the same error SNS raises, never a 401 the queue would obey.
+A token naming an unknown key triggers at most one refetch per ``refetch_interval``
 (Google publishes new keys before it signs with them), so a flood of forged key ids cannot
 make us hammer the certificate endpoint. google-auth's ``RSAVerifier`` checks the
 signature; the claims are checked here against the caller's ``now`` (google-auth's own
