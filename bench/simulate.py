@@ -1,16 +1,20 @@
 """Long runs of the deterministic simulation (tests/simulation/): many seeds, one summary.
 
-    python bench/simulate.py --seeds 2000 [--first 0] [--steps 120] [--database-url URL]
+    python bench/simulate.py --seeds 2000 [--first 0] [--steps 60] [--workers N]
+                             [--database-url URL]
 
-Without ``--database-url`` a fresh SQLite file is used. A failing seed is printed with its
+Without ``--database-url`` the seeds are spread over ``--workers`` processes (default: one
+per core), each on a fresh SQLite file of its own. With it, they run one after another in
+this process on that (empty, migratable) database. A failing seed is printed with its
 violations; rerun it alone with ``--first SEED --seeds 1`` to replay it exactly.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import dataclasses
 import json
+import os
 import sys
 import tempfile
 import time
@@ -19,31 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.db.migrations import upgrade_to_head
-from tests.simulation.run import simulation_bed
-
-
-async def run(first: int, seeds: int, steps: int, url: str, workdir: Path) -> dict:
-    """Run the seeds; the summary (and every failure) as a dict."""
-    totals = {"seeds": 0, "clean": 0, "deliveries": 0, "crashes": 0, "drops": 0,
-              "unknown_outcome_window": 0, "queue_gave_up": 0}  # fmt: skip
-    failures = []
-    started = time.perf_counter()
-    async with simulation_bed(url, workdir) as bed:
-        for seed in range(first, first + seeds):
-            result = await bed.run_seed(seed, steps=steps)
-            totals["seeds"] += 1
-            totals["clean"] += result.ok
-            totals["deliveries"] += result.deliveries
-            totals["crashes"] += result.crashes
-            totals["drops"] += result.drops
-            totals["unknown_outcome_window"] += result.unknown_window
-            totals["queue_gave_up"] += result.dead_in_queue
-            if not result.ok:
-                failures.append({"seed": seed, "sent_twice": result.sent_twice,
-                                 "audit": result.audit.to_json()})  # fmt: skip
-                print(json.dumps(failures[-1]), flush=True)
-    totals["seconds"] = round(time.perf_counter() - started, 1)
-    return {"totals": totals, "failed_seeds": [f["seed"] for f in failures]}
+from tests.simulation.run import run_seeds_here, run_seeds_in_processes
 
 
 def main() -> None:
@@ -51,15 +31,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=1000)
     parser.add_argument("--first", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--database-url")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="simulate-"))
-    url = args.database_url or f"sqlite+aiosqlite:///{workdir}/simulation.db"
-    upgrade_to_head(url)
-    summary = asyncio.run(run(args.first, args.seeds, args.steps, url, workdir))
-    print(json.dumps(summary))
-    sys.exit(1 if summary["failed_seeds"] else 0)
+    seeds = range(args.first, args.first + args.seeds)
+    started = time.perf_counter()
+    if args.database_url:
+        upgrade_to_head(args.database_url)
+        summary = run_seeds_here(args.database_url, workdir, seeds, args.steps)
+    else:
+        summary = run_seeds_in_processes(workdir, seeds, args.steps, args.workers)
+    for failure in summary.failures:
+        print(json.dumps(failure))
+    totals = dataclasses.asdict(summary) | {"failures": len(summary.failures)}
+    totals["seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps({"totals": totals, "failed_seeds": [f["seed"] for f in summary.failures]}))
+    sys.exit(1 if summary.failures else 0)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import JSON, and_, bindparam, exists, func, or_, select, update
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.catchup import LedgerRow, OverdueReminder
-from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+from app.domain.states import FINAL_SEND_STATES, OPEN_SEND_STATES, ReminderState, SendState
 
 from .tables import reminders, send_records
 from .types import UTCDateTime
@@ -34,24 +46,41 @@ _FINAL_CHANNELS = (
     .where(sr.c.reminder_id == r.c.id, sr.c.state.in_([s.value for s in FINAL_SEND_STATES]))
     .scalar_subquery()
 )
-_OVERDUE = (
-    r.c.state == ReminderState.ENQUEUED.value,
+_DUE_AND_QUIET = (
     r.c.due_at <= _CUTOFF,
     or_(r.c.enqueued_at.is_(None), r.c.enqueued_at <= _CUTOFF),
     ~_LIVE_ROW,
+)
+# An enqueued reminder with a channel not final yet: its message may be lost.
+_LOST = and_(
+    r.c.state == ReminderState.ENQUEUED.value,
     func.json_array_length(r.c.channels) > _FINAL_CHANNELS,
 )
-_SELECT_OVERDUE = (
-    select(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version, r.c.enqueued_at)
-    .where(*_OVERDUE)
-    .order_by(r.c.due_at)
-    .limit(bindparam("limit"))
-    # PostgreSQL: concurrent sweeps skip each other's rows (SQLite serializes writers).
-    .with_for_update(of=r, skip_locked=True)
-)
+# A cancelled reminder owes nothing, but a row a worker claimed and never settled (it died
+# before reading the reminder, then the queue gave up) stays 'sending' forever unless one
+# more delivery settles it. Found from the open rows ((state, lease_until) index, a small
+# set), never by scanning every cancelled reminder.
+_OPEN_ROW_OWNERS = select(sr.c.reminder_id).where(sr.c.state.in_(OPEN_SEND_STATES))
+_ORPHANED = and_(r.c.state == ReminderState.CANCELLED.value, r.c.id.in_(_OPEN_ROW_OWNERS))
+_COLUMNS = (r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version, r.c.enqueued_at, r.c.state)
+
+
+def _select_candidates(kind: ColumnElement[bool]) -> Select[Any]:
+    return (
+        select(*_COLUMNS)
+        .where(kind, *_DUE_AND_QUIET)
+        .order_by(r.c.due_at)
+        .limit(bindparam("limit"))
+        # PostgreSQL: concurrent sweeps skip each other's rows (SQLite serializes writers).
+        .with_for_update(of=r, skip_locked=True)
+    )
+
+
+_SELECT_LOST = _select_candidates(_LOST)
+_SELECT_ORPHANED = _select_candidates(_ORPHANED)
 _TOUCH = (
     update(r)
-    .where(r.c.id == bindparam("reminder_id"), *_OVERDUE)
+    .where(r.c.id == bindparam("reminder_id"), or_(_LOST, _ORPHANED), *_DUE_AND_QUIET)
     .values(enqueued_at=bindparam("now", type_=UTCDateTime()))
 )
 
@@ -62,14 +91,23 @@ async def claim_overdue_reminders(
     """Up to ``limit`` enqueued reminders due and published before ``cutoff`` with an open
     send and no live one; each is stamped ``enqueued_at = now`` so a concurrent or the next
     sweep leaves it alone for another margin."""
-    rows = (await conn.execute(_SELECT_OVERDUE, {"cutoff": cutoff, "limit": limit})).all()
+    params = {"cutoff": cutoff, "limit": limit}
+    rows = (await conn.execute(_SELECT_LOST, params)).all()
+    if len(rows) < limit:
+        params["limit"] = limit - len(rows)
+        rows += (await conn.execute(_SELECT_ORPHANED, params)).all()
     claimed = []
     for row in rows:
-        params = {"reminder_id": row.id, "cutoff": cutoff, "now": now}
-        if (await conn.execute(_TOUCH, params)).rowcount == 1:
+        touch = {"reminder_id": row.id, "cutoff": cutoff, "now": now}
+        if (await conn.execute(_TOUCH, touch)).rowcount == 1:
             claimed.append(
                 OverdueReminder(
-                    row.id, row.due_at, tuple(row.channels), row.schedule_version, row.enqueued_at
+                    row.id,
+                    row.due_at,
+                    tuple(row.channels),
+                    row.schedule_version,
+                    row.enqueued_at,
+                    cancelled=row.state == ReminderState.CANCELLED.value,
                 )
             )
     return claimed

@@ -31,13 +31,15 @@ class LedgerRow:
 
 @dataclass(frozen=True, slots=True)
 class OverdueReminder:
-    """An ``enqueued`` reminder whose last publish is older than the margin."""
+    """An ``enqueued`` reminder whose last publish is older than the margin, or a cancelled
+    one still holding an open ledger row nobody will settle."""
 
     id: str
     due_at: datetime
     channels: tuple[str, ...]
     schedule_version: int
     enqueued_at: datetime | None
+    cancelled: bool = False
 
 
 def expected_back_at(row: LedgerRow) -> datetime | None:
@@ -55,8 +57,10 @@ def overdue_channels(
     """The reminder's channels whose send is not final and whose message is overdue.
 
     A channel with no ledger row at all had its message dropped before any delivery (the
-    caller only passes reminders due and published more than ``margin`` ago). A channel
-    is final when any of its rows is (one per provider; a provider switch leaves old rows).
+    caller only passes reminders due and published more than ``margin`` ago), unless the
+    reminder is cancelled: then only an open row needs a message (to settle it, no send).
+    A channel is final when any of its rows is (one per provider; a provider switch leaves
+    old rows).
     """
     by_channel: dict[str, list[LedgerRow]] = {}
     for row in rows:
@@ -64,7 +68,7 @@ def overdue_channels(
     overdue = []
     for channel in reminder.channels:
         backs = [expected_back_at(row) for row in by_channel.get(channel, [])]
-        if None in backs:
+        if None in backs or (reminder.cancelled and not backs):
             continue  # final
         if all(back + margin <= now for back in backs if back is not None):
             overdue.append(channel)

@@ -25,6 +25,7 @@ class SendState(StrEnum):
 
 
 FINAL_SEND_STATES = frozenset({SendState.SENT, SendState.TERMINAL_FAILURE, SendState.DEAD})
+OPEN_SEND_STATES = frozenset({SendState.PENDING, SendState.SENDING})
 
 
 class Outcome(StrEnum):

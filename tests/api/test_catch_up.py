@@ -11,7 +11,8 @@ import pytest
 from app.db.ledger import repo as ledger_repo
 from app.domain.errors import TransientProviderError
 from app.domain.ledger import LedgerKey
-from tests.support.flow import deliver_all, push_message, put_customer, put_reminder, sweep
+from app.services.audit import run_audit
+from tests.support.flow import API, deliver_all, push_message, put_customer, put_reminder, sweep
 
 pytestmark = pytest.mark.anyio
 
@@ -102,4 +103,45 @@ async def test_a_live_retry_is_left_to_its_queue(client, clock, publisher, provi
     answer = (await push_message(client, message)).json()
     assert answer["outcome"] == "retry"
     clock.advance(seconds=answer["retry_after"])
+    assert (await sweep(client))["republished"] == 0
+
+
+async def test_a_cancelled_reminder_whose_claim_was_orphaned_is_settled(
+    client, clock, publisher, provider, container
+):
+    """Cancelled after its message went out; a worker claimed it and died before reading the
+    reminder, then the queue gave up: the sweep republishes that channel alone, the receiver
+    settles the row as cancelled, no provider call, and the audit holds (found by the
+    simulation, seed 97, with a queue that gives up after two deliveries)."""
+    await start(client, clock, publisher, channels=("email", "webhook"))
+    publisher.messages.clear()  # the queue gave up on both messages
+    assert (await client.delete("/v1/reminders/r1", headers=API)).status_code in (200, 204)
+    async with container.engine.begin() as conn:  # the dead worker's claim of the email
+        await ledger_repo.claim_send(
+            conn,
+            LedgerKey("r1", "email", provider.name),
+            now=clock.now,
+            lease_until=clock.now + timedelta(seconds=60),
+        )
+    clock.advance(minutes=31)
+    assert (await sweep(client))["republished"] == 1
+    [again] = publisher.messages
+    assert again.payload["channel"] == "email"
+    assert [a["outcome"] for a in await deliver_all(client, publisher)] == ["cancelled"]
+    assert provider.calls == []
+    clock.advance(hours=2)
+    assert (await sweep(client))["republished"] == 0
+    async with container.engine.connect() as conn:
+        report = await run_audit(conn, now=clock.now)
+    assert report.ok, report.violations
+
+
+async def test_cancelled_reminders_without_an_open_row_are_left_alone(
+    client, clock, publisher, provider
+):
+    """Cancelled with nothing claimed: nothing is owed, nothing is republished."""
+    await start(client, clock, publisher)
+    publisher.messages.clear()
+    assert (await client.delete("/v1/reminders/r1", headers=API)).status_code in (200, 204)
+    clock.advance(hours=3)
     assert (await sweep(client))["republished"] == 0

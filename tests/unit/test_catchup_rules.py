@@ -48,3 +48,11 @@ def test_every_republish_gets_a_new_key():
     first = catch_up_key(REMINDER, "email", NOW)
     later = catch_up_key(REMINDER, "email", NOW + MARGIN)
     assert first != later and first.startswith("r1:email:v3:catchup:")
+
+
+def test_a_cancelled_reminder_needs_a_message_only_for_its_open_rows():
+    """Cancelled: a channel never claimed owes nothing; an orphaned claim needs settling."""
+    cancelled = OverdueReminder("r1", NOW - timedelta(hours=2), ("email", "webhook"), 3, None, True)
+    orphaned = row("email", SendState.SENDING, back=NOW - timedelta(hours=1))
+    assert overdue_channels(cancelled, [orphaned], now=NOW, margin=MARGIN) == ["email"]
+    assert overdue_channels(cancelled, [], now=NOW, margin=MARGIN) == []
