@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -74,6 +76,46 @@ def _run(work: Callable[[Container], Awaitable[T]], *, publish: bool = False) ->
         raise typer.Exit(2) from None
 
 
+# The filter options ``list`` and ``redrive`` share, defined once: ``with_filters`` puts
+# them where a command declares ``filters: DeadLetterFilter``.
+_FILTER_OPTIONS = tuple(
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+    for name, option in (
+        ("queue", Queue),
+        ("channel", Channel),
+        ("error_class", ErrorClass),
+        ("reason", Reason),
+        ("reminder", Reminder),
+        ("older_than", OlderThan),
+        ("newer_than", NewerThan),
+    )
+)
+
+
+def with_filters(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with the shared filter options in place of its ``filters`` parameter."""
+    signature = inspect.signature(command, eval_str=True)
+    parameters = [
+        replacement
+        for parameter in signature.parameters.values()
+        for replacement in (
+            _FILTER_OPTIONS
+            if parameter.name == "filters"
+            else (parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY),)
+        )
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**options: Any) -> None:
+        values = {option.name: options.pop(option.name) for option in _FILTER_OPTIONS}
+        return command(filters=_filter(**values), **options)
+
+    # Typer reads the options from the signature and the annotations (not ``__wrapped__``).
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+    return wrapper
+
+
 def _filter(
     queue: str | None,
     channel: str | None,
@@ -82,25 +124,19 @@ def _filter(
     reminder: str | None,
     older_than: str | None,
     newer_than: str | None,
-    redriven: bool | None = False,
 ) -> DeadLetterFilter:
     try:
         older = parse_duration(older_than) if older_than else None
         newer = parse_duration(newer_than) if newer_than else None
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    return DeadLetterFilter(queue, channel, error_class, reason, reminder, older, newer, redriven)
+    return DeadLetterFilter(queue, channel, error_class, reason, reminder, older, newer)
 
 
 @app.command("list")
+@with_filters
 def list_command(
-    queue: Queue = None,
-    channel: Channel = None,
-    error_class: ErrorClass = None,
-    reason: Reason = None,
-    reminder: Reminder = None,
-    older_than: OlderThan = None,
-    newer_than: NewerThan = None,
+    filters: DeadLetterFilter,
     status: Annotated[str, typer.Option(help="open, redriven, discarded or all.")] = "open",
     terminal: Annotated[
         bool, typer.Option("--terminal", help="Also list terminal failures (redrivable).")
@@ -113,10 +149,7 @@ def list_command(
     if status not in ("open", "redriven", "discarded", "all"):
         raise typer.BadParameter("--status must be open, redriven, discarded or all")
     redriven = {"open": False, "redriven": True}.get(status)
-    filters = _filter(
-        queue, channel, error_class, reason, reminder, older_than, newer_than, redriven
-    )
-    filters = dataclasses.replace(filters, discarded=status == "discarded")
+    filters = dataclasses.replace(filters, redriven=redriven, discarded=status == "discarded")
 
     async def work(container: Container) -> dict[str, Any]:
         now = container.clock()
@@ -126,7 +159,7 @@ def list_command(
             )
             sends = None
             if terminal:
-                state = SendFilter(state=SendState.TERMINAL_FAILURE, channel=channel)
+                state = SendFilter(state=SendState.TERMINAL_FAILURE, channel=filters.channel)
                 sends = await service.list_sends(conn, state, now=now, limit=limit)
         return {"now": now, "page": page, "terminal": sends}
 
@@ -193,6 +226,7 @@ def stuck_command(
 
 
 @app.command("redrive")
+@with_filters
 def redrive_command(
     dead_letter_id: Annotated[int | None, typer.Argument(help="One dead letter.")] = None,
     send: Annotated[int | None, typer.Option("--send", help="One send record instead.")] = None,
@@ -202,18 +236,11 @@ def redrive_command(
     every: Annotated[
         bool, typer.Option("--all", help="With no filter: every open dead letter.")
     ] = False,
-    queue: Queue = None,
-    channel: Channel = None,
-    error_class: ErrorClass = None,
-    reason: Reason = None,
-    reminder: Reminder = None,
-    older_than: OlderThan = None,
-    newer_than: NewerThan = None,
+    filters: DeadLetterFilter = DeadLetterFilter(),
     limit: Annotated[int, typer.Option(min=1, max=service.MAX_REDRIVE_BATCH)] = 100,
     as_json: AsJson = False,
 ) -> None:
     """Redrive one dead letter, one send record, or every open dead letter matching filters."""
-    filters = _filter(queue, channel, error_class, reason, reminder, older_than, newer_than)
     by_filter = dead_letter_id is None and send is None
     if by_filter and filters == DeadLetterFilter() and not every:
         raise typer.BadParameter("name a dead letter, --send ID, a filter, or --all")

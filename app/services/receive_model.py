@@ -1,0 +1,134 @@
+"""What the receiver is built from and what it answers: its policy, its parts, its verdict.
+
+Kept apart from the phases (``receive``, ``receive_finalize``) so both build answers and
+dead letters the one same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.adapters.rendering import Renderer
+from app.domain.ledger import DeadLetterEntry, Decision, LedgerKey, SendRecordView, truncate_error
+from app.domain.messages import Delivery
+from app.domain.ports import ChannelProvider, LedgerGateway
+from app.domain.retry import BackoffPolicy, RandomSource
+from app.domain.states import Outcome
+
+from .durable import FinalizeRetry
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """The knobs of the receiver, from settings."""
+
+    lease: timedelta
+    provider_timeout_seconds: float
+    max_attempts: int
+    backoff: BackoffPolicy
+    usefulness_grace: timedelta
+    # How long a finalize is retried while the database is unreachable (services/durable.py):
+    # longer than a PostgreSQL failover.
+    finalize_retry_seconds: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    """Everything the receiver needs, built once at startup."""
+
+    # Every database write of a delivery: raw asyncpg on PostgreSQL, SQLAlchemy Core
+    # elsewhere (app/db/ledger/).
+    ledger: LedgerGateway
+    providers: Mapping[str, ChannelProvider]
+    renderer: Renderer
+    policy: DeliveryPolicy
+    clock: Callable[[], datetime]
+    rand: RandomSource
+    # Waits between finalize retries; tests and the simulation pass their own.
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    # The channel names payloads may carry: derived from providers once, not per delivery.
+    channels: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "channels", frozenset(self.providers))
+
+    @property
+    def finalize_retry(self) -> FinalizeRetry:
+        """How this receiver retries a finalize while the database is unreachable."""
+        return FinalizeRetry(
+            self.ledger, self.clock, self.sleep, self.policy.finalize_retry_seconds
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The receiver's verdict on one delivery, as the push route reports it."""
+
+    outcome: Outcome
+    retry_after: float | None = None
+    reminder_id: str | None = None
+    channel: str | None = None
+    attempt: int | None = None
+    detail: str | None = None
+    # True when this delivery took the lease (an attempt); metrics count claims from it.
+    claimed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON body of the push answer (None fields left out)."""
+        body: dict[str, Any] = {"outcome": self.outcome.value, "ack": self.outcome.acknowledges}
+        for name in ("retry_after", "reminder_id", "channel", "attempt", "detail"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        return body
+
+
+def answer_for(
+    decision: Decision, key: LedgerKey, record: SendRecordView, *, claimed: bool
+) -> Answer:
+    """The answer for a decision about one ledger row."""
+    return Answer(
+        outcome=decision.outcome,
+        retry_after=decision.retry_after,
+        reminder_id=key.reminder_id,
+        channel=key.channel,
+        attempt=record.attempt_count,
+        detail=decision.detail,
+        claimed=claimed,
+    )
+
+
+def dead_letter(
+    delivery: Delivery,
+    *,
+    reason: str,
+    error_class: str,
+    error: str,
+    key: LedgerKey | None = None,
+    record: SendRecordView | None = None,
+) -> DeadLetterEntry:
+    """The dead_letters row for a delivery: a quarantined message, or (with its ledger key
+    and row) a send out of attempts."""
+    payload = delivery.payload if isinstance(delivery.payload, dict) else None
+    if key is not None:
+        reminder_id: str | None = key.reminder_id
+    else:  # an unusable message: keep whatever reminder id it names, bounded
+        raw_id = payload.get("reminder_id") if payload else None
+        reminder_id = raw_id[:200] if isinstance(raw_id, str) else None
+    return DeadLetterEntry(
+        queue=delivery.queue,
+        reason=reason,
+        message_id=delivery.message_id,
+        payload=payload if payload is not None else {"raw": repr(delivery.payload)[:2000]},
+        send_record_id=record.id if record is not None else None,
+        reminder_id=reminder_id,
+        channel=key.channel if key is not None else None,
+        error_class=error_class,
+        error=truncate_error(error),
+        attempts=record.attempt_count if record is not None else 0,
+    )
