@@ -12,7 +12,17 @@ from app.observability import configure_logging
 from app.services.background import BackgroundWork, runs_in_serve, start_background
 from app.settings import Settings
 
-from .api import batch, cron, dead_letters, health, push, reminders, schedules, unsubscribe
+from .api import (
+    batch,
+    cron,
+    dead_letters,
+    health,
+    push,
+    reminders,
+    schedules,
+    templates,
+    unsubscribe,
+)
 from .api.errors import install_error_handlers
 from .api.guard import RequestGuard
 from .api.operations import install_operations
@@ -63,10 +73,16 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(
         RequestGuard,
-        routers=[reminders.router, schedules.router, dead_letters.router, batch.router],
+        routers=[
+            reminders.router,
+            schedules.router,
+            templates.router,
+            dead_letters.router,
+            batch.router,
+        ],
         larger_bodies=[(batch.router, batch.MAX_BATCH_BYTES)],
     )
-    for module in (push, cron, batch, reminders, schedules, health, unsubscribe):
+    for module in (push, cron, batch, reminders, schedules, templates, health, unsubscribe):
         app.include_router(module.router)
     install_operations(app)
     return app

@@ -9,17 +9,29 @@ and as ``unsubscribe_url`` in the template context (None when links are not conf
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import jinja2
+from jinja2 import nodes
 
 from app.domain.errors import PermanentProviderError
 from app.domain.messages import CustomerView, ReminderView, RenderedMessage
 from app.domain.unsubscribe import UnsubscribeLinks
 
 _PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+_EMAIL_PARTS = ("email_subject.txt", "email.txt", "email.html")
+_DICT_METHODS = frozenset({"get", "items", "keys", "values"})
+
+
+@dataclass(frozen=True, slots=True)
+class DataField:
+    """A key of ``data`` a kind's templates read; required when read without a default."""
+
+    name: str
+    required: bool
 
 
 class Renderer:
@@ -49,6 +61,32 @@ class Renderer:
         except jinja2.TemplateNotFound:
             return False
         return True
+
+    def kinds(self) -> list[str]:
+        """Every kind with email templates, in the extra directory or built in, sorted."""
+        named = {name.split("/")[0] for name in self._text.list_templates() if "/" in name}
+        return sorted(kind for kind in named if self.knows_kind(kind))
+
+    def has_html(self, kind: str) -> bool:
+        """True when the kind has an HTML email part."""
+        try:
+            self._html.get_template(f"{kind}/email.html")
+        except jinja2.TemplateNotFound:
+            return False
+        return True
+
+    def data_fields(self, kind: str) -> list[DataField]:
+        """The ``data`` keys a kind's email templates read, by name (from their syntax tree:
+        ``data["x"]`` and ``data.x`` are required, ``data.get("x")`` is not)."""
+        found: dict[str, bool] = {}
+        for part in _EMAIL_PARTS:
+            try:
+                source, _, _ = self._text.loader.get_source(self._text, f"{kind}/{part}")  # type: ignore[union-attr]
+            except jinja2.TemplateNotFound:
+                continue
+            for name, required in _data_reads(self._text.parse(source)):
+                found[name] = found.get(name, True) and required
+        return [DataField(name, required) for name, required in sorted(found.items())]
 
     def render(
         self, reminder: ReminderView, customer: CustomerView, channel: str
@@ -91,6 +129,33 @@ class Renderer:
         except jinja2.TemplateNotFound:
             return None
         return template.render(context)
+
+
+def _data_reads(tree: nodes.Template) -> list[tuple[str, bool]]:
+    # (key, required) for each read of ``data`` with a constant key.
+    reads: list[tuple[str, bool]] = []
+    for node in tree.find_all((nodes.Getitem, nodes.Getattr, nodes.Call)):
+        if isinstance(node, nodes.Call):
+            callee = node.node
+            if (
+                _is_data(callee)
+                and isinstance(callee, nodes.Getattr)
+                and callee.attr == "get"
+                and node.args
+                and isinstance(node.args[0], nodes.Const)
+            ):
+                reads.append((str(node.args[0].value), False))
+        elif isinstance(node, nodes.Getitem) and _is_data(node):
+            if isinstance(node.arg, nodes.Const):
+                reads.append((str(node.arg.value), True))
+        elif isinstance(node, nodes.Getattr) and _is_data(node) and node.attr not in _DICT_METHODS:
+            reads.append((node.attr, True))
+    return reads
+
+
+def _is_data(node: nodes.Node) -> bool:
+    inner = getattr(node, "node", None)
+    return isinstance(inner, nodes.Name) and inner.name == "data"
 
 
 def _unsubscribe_headers(url: str | None) -> dict[str, str]:

@@ -23,6 +23,7 @@ from app.domain.errors import InvalidInput, ReminderRelayError
 from app.domain.registration import FieldError, ItemResult, ItemStatus
 from app.services import registration
 
+from .answers import Warning_
 from .deps import ContainerDep, read_capped, require_api_token
 from .errors import field_name
 from .reminders import (
@@ -31,6 +32,7 @@ from .reminders import (
     ReminderIn,
     customer_fields,
     reminder_values,
+    reminder_warnings,
 )
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
@@ -75,6 +77,9 @@ class BatchResult(BaseModel):
     status: ItemStatus
     error: str | None = None
     fields: list[dict[str, str]] | None = None
+    warnings: list[Warning_] | None = Field(
+        default=None, description="as a single PUT's warnings (reminders only, when any)"
+    )
 
 
 class BatchAnswer(BaseModel):
@@ -156,23 +161,38 @@ def item_validator(
 
 
 def _answer(
-    raw_items: Sequence[Any], invalid: dict[int, ItemResult], done: list[ItemResult]
+    raw_items: Sequence[Any],
+    invalid: dict[int, ItemResult],
+    done: list[ItemResult],
+    warnings: dict[str, list[dict[str, str]]],
 ) -> dict[str, Any]:
     stored = iter(done)
     results = [invalid.get(index) or next(stored) for index in range(len(raw_items))]
     counts = Counter(result.status.value for result in results)
     return {
-        "results": [result.to_json() for result in results],
+        "results": [_result_json(result, warnings) for result in results],
         "counts": {status.value: counts[status.value] for status in ItemStatus},
     }
+
+
+def _result_json(result: ItemResult, warnings: dict[str, list[dict[str, str]]]) -> dict[str, Any]:
+    body = result.to_json()
+    if result.status is not ItemStatus.ERROR and warnings.get(result.id):
+        body["warnings"] = warnings[result.id]
+    return body
 
 
 async def _register(request: Request, container: ContainerDep, kind: str) -> Response:
     raw_items = await _read_items(request)
     valid, invalid = item_validator(container.renderer.knows_kind)(kind, raw_items)
+    now = container.clock()
     async with container.engine.begin() as conn:
-        done = await registration.put_items(conn, kind, valid, now=container.clock())
-    return Response(orjson.dumps(_answer(raw_items, invalid, done)), media_type="application/json")
+        done = await registration.put_items(conn, kind, valid, now=now)
+    warnings = {}
+    if kind == "reminder":
+        warnings = {rid: reminder_warnings(values, container, now=now) for rid, values in valid}
+    answer = _answer(raw_items, invalid, done, warnings)
+    return Response(orjson.dumps(answer), media_type="application/json")
 
 
 @router.post(

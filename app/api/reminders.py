@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from app.container import Container
 from app.domain.errors import InvalidInput
 from app.services import customers, listing, unsubscribe
 from app.services import reminders as service
@@ -128,6 +130,14 @@ def reminder_values(body: ReminderIn, knows_kind: Callable[[str], bool]) -> dict
     return body.model_dump(exclude={"id"})
 
 
+def reminder_warnings(
+    values: dict[str, Any], container: Container, *, now: datetime
+) -> list[dict[str, str]]:
+    """What a reminder's answer warns about (a due time already past its usefulness)."""
+    grace = container.receiver.policy.usefulness_grace
+    return service.usefulness_warnings(values, now=now, grace=grace)
+
+
 def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
     out = jsonable_encoder(customer)
     out["unsubscribed"] = customer["unsubscribed_at"] is not None
@@ -173,9 +183,11 @@ async def put_reminder(
 ) -> dict[str, Any]:
     """Idempotent upsert of a reminder (201 when created, 200 otherwise)."""
     values = reminder_values(body, container.renderer.knows_kind)
-    result = await service.put_reminder(conn, reminder_id, values, now=container.clock())
+    now = container.clock()
+    result = await service.put_reminder(conn, reminder_id, values, now=now)
     response.status_code = 201 if result.created else 200
-    return jsonable_encoder(await service.get_reminder(conn, reminder_id))
+    answer = jsonable_encoder(await service.get_reminder(conn, reminder_id))
+    return answer | {"warnings": reminder_warnings(values, container, now=now)}
 
 
 @router.get("/reminders/{reminder_id}")

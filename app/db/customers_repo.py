@@ -27,12 +27,15 @@ async def lock_customers(
     return await lock_by_id(conn, customers, customer_ids)
 
 
-async def existing_ids(conn: AsyncConnection, customer_ids: Collection[str]) -> set[str]:
-    """Which of ``customer_ids`` exist."""
+async def contacts(
+    conn: AsyncConnection, customer_ids: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    """The existing customers among ``customer_ids`` by id, with their recipient fields."""
     if not customer_ids:
-        return set()
-    stmt = select(customers.c.id).where(among(conn, customers.c.id, customer_ids))
-    return set((await conn.execute(stmt)).scalars())
+        return {}
+    c = customers.c
+    stmt = select(c.id, c.email, c.webhook_url).where(among(conn, c.id, customer_ids))
+    return {row.id: row._asdict() for row in await conn.execute(stmt)}
 
 
 async def upsert_customers(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -12,8 +12,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.db import customers_repo, reminders_repo
 from app.db.ledger import repo as ledger_repo
 from app.domain.errors import Conflict, InvalidInput, NotFound
+from app.domain.ledger import usefulness_deadline
+from app.domain.messages import ReminderView
 from app.domain.registration import ItemResult, Items, ItemStatus, first_of_each, in_batch_order
 from app.domain.states import ReminderState
+
+# The customer field each channel sends to.
+RECIPIENT_FIELDS = {"email": "email", "webhook": "webhook_url"}
 
 # A change to any of these means a new delivery plan: the version bumps so queued
 # messages of the old plan are dropped as stale, and the sweep publishes again.
@@ -34,6 +39,56 @@ def require_templates(
     """Refuse a kind with no email template when the email channel is asked for."""
     if "email" in channels and not knows_kind(kind):
         raise InvalidInput("kind", f"no email template for kind {kind!r}")
+
+
+def missing_recipient(customer: Mapping[str, Any], channel: str) -> str | None:
+    """The customer field ``channel`` sends to when the customer has none, else None."""
+    field = RECIPIENT_FIELDS[channel]
+    return None if customer.get(field) else field
+
+
+def registration_problem(
+    values: Mapping[str, Any], customer: Mapping[str, Any] | None
+) -> InvalidInput | None:
+    """Why a reminder cannot be registered for this customer (None: it can): the customer
+    does not exist, or a channel has no recipient (it would fail at send as no_recipient)."""
+    customer_id = values["customer_id"]
+    if customer is None:
+        return InvalidInput("customer_id", f"no customer {customer_id!r}")
+    for channel in values["channels"]:
+        field = missing_recipient(customer, channel)
+        if field is not None:
+            return InvalidInput(
+                "channels", f"customer {customer_id!r} has no {field} for the {channel} channel"
+            )
+    return None
+
+
+def usefulness_warnings(
+    values: Mapping[str, Any], *, now: datetime, grace: timedelta
+) -> list[dict[str, str]]:
+    """Warnings for a reminder accepted as registered: already past its usefulness window,
+    every send of it will be dropped as ``expired``."""
+    view = ReminderView(
+        id="",
+        customer_id=values["customer_id"],
+        kind=values["kind"],
+        state="scheduled",
+        due_at=values["due_at"],
+        expires_at=values.get("expires_at"),
+        channels=tuple(values["channels"]),
+        data=values.get("data", {}),
+        schedule_version=1,
+    )
+    deadline = usefulness_deadline(view, grace)
+    if now <= deadline:
+        return []
+    field = "expires_at" if values.get("expires_at") is not None else "due_at"
+    message = (
+        f"the usefulness window ended at {deadline.isoformat()}: sends will be dropped as "
+        "expired (set a later due_at or expires_at)"
+    )
+    return [{"code": "past_usefulness_window", "field": field, "message": message}]
 
 
 def plan_reminder_change(
@@ -66,11 +121,11 @@ def plan_reminder_change(
 async def put_reminders(conn: AsyncConnection, items: Items, *, now: datetime) -> list[ItemResult]:
     """Idempotent upserts of reminders; one result per item, in order."""
     unique = first_of_each(items)
-    known = await customers_repo.existing_ids(conn, {v["customer_id"] for v in unique.values()})
+    known = await customers_repo.contacts(conn, {v["customer_id"] for v in unique.values()})
     refused: dict[str, ItemResult] = {}
     for reminder_id, values in unique.items():
-        if values["customer_id"] not in known:
-            failure = InvalidInput("customer_id", f"no customer {values['customer_id']!r}")
+        failure = registration_problem(values, known.get(values["customer_id"]))
+        if failure is not None:
             refused[reminder_id] = ItemResult.refused(reminder_id, failure)
     wanted = [(rid, values) for rid, values in unique.items() if rid not in refused]
     current = await reminders_repo.lock_reminders(conn, [rid for rid, _ in wanted])

@@ -422,16 +422,18 @@ async def test_reminder_is_done_only_when_every_channel_is_final(
 
 
 async def test_real_outbox_provider_end_to_end(client, clock, container, publisher, tmp_path):
-    """With the real outbox provider: the email file is written once, and a customer without
-    a webhook URL makes the webhook send terminal (no recipient) instead of retrying."""
+    """With the real outbox provider: the email file is written once, and a customer whose
+    webhook URL was removed after registration makes the webhook send terminal (no
+    recipient) instead of retrying."""
     outbox = OutboxProvider(tmp_path / "real-outbox", fsync=False)
     container.receiver = dataclasses.replace(
         container.receiver, providers={"email": outbox, "webhook": outbox}
     )
-    await put_customer(client, "c2")
+    await put_customer(client, "c2", webhook_url="https://hooks.example.com/c2")
     await put_reminder(
         client, "r2", customer_id="c2", due_at=clock.now, channels=("email", "webhook")
     )
+    await put_customer(client, "c2")  # the application drops the URL: registration was fine
     await sweep(client)
     answers = {}
     for message in publisher.drain():
