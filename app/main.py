@@ -9,7 +9,12 @@ from fastapi import FastAPI
 
 from app.container import Container, open_container
 from app.observability import configure_logging
-from app.services.background import BackgroundWork, runs_in_serve, start_background
+from app.services.background import (
+    BackgroundWork,
+    deliver_in_process,
+    runs_in_serve,
+    start_background,
+)
 from app.settings import Settings
 
 from .api import (
@@ -30,6 +35,7 @@ from .api.operations import install_operations
 
 def start_embedded_work(container: Container) -> BackgroundWork:
     """Start the embedded queue's dispatcher and sweep timer with the container's parts."""
+    in_process = container.settings.embedded.deliver_in_process
     return start_background(
         container.settings,
         container.engine,
@@ -38,6 +44,7 @@ def start_embedded_work(container: Container) -> BackgroundWork:
         rand=container.receiver.rand,
         queue_for=container.queue_for,
         sweep_limits=container.sweep_limits,
+        local=deliver_in_process(lambda: container.receiver) if in_process else None,
     )
 
 

@@ -3,7 +3,7 @@
 Usage (from the repository root; PostgreSQL on 127.0.0.1)::
 
     .venv/bin/python bench/e2e.py [--reminders 3000] [--concurrency 1,4,16,64]
-                                  [--mode inprocess|separate] [--repeat 1]
+                                  [--mode inprocess,http,separate] [--repeat 1]
 
 For each push concurrency C (and repetition), on 127.0.0.1:
 
@@ -13,8 +13,11 @@ For each push concurrency C (and repetition), on 127.0.0.1:
 2. ``reminders serve`` (uvicorn, 1 worker, outbox provider in a temporary directory with
    fsync off, log level WARNING, the periodic sweep off) with
    ``REMINDERS_EMBEDDED_CONCURRENCY=C``. ``--mode inprocess`` (default, the one-machine
-   deployment) runs the dispatcher inside ``serve``; ``--mode separate`` runs
-   ``reminders dispatch`` as a second process;
+   deployment) runs the dispatcher inside ``serve``, handing each message to the receiver
+   in the same process; ``http`` runs it inside ``serve`` but POSTing ``/push/{queue}`` to
+   itself (``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=false``); ``separate`` runs
+   ``reminders dispatch`` as a second process. Several modes (comma-separated) run side
+   by side, alternating, so a noisy machine weighs on each alike;
 3. the clock starts, one ``POST /cron/sweep`` publishes every reminder (delay 0), and the
    ledger is polled until N rows are ``sent``; the clock stops.
 
@@ -132,7 +135,7 @@ async def seed(raw_url: str, count: int) -> None:
         await conn.close()
 
 
-def service_env(database_url: str, outbox: Path, concurrency: int, inprocess: bool) -> dict:
+def service_env(database_url: str, outbox: Path, concurrency: int, mode: str) -> dict:
     """The service's configuration for one run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDERS_")}
     env.update(
@@ -149,7 +152,8 @@ def service_env(database_url: str, outbox: Path, concurrency: int, inprocess: bo
         REMINDERS_EMBEDDED_POLL_INTERVAL_SECONDS="0.05",
         REMINDERS_EMBEDDED_CONCURRENCY=str(concurrency),
         REMINDERS_EMBEDDED_BATCH_SIZE=str(max(64, 4 * concurrency)),
-        REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="true" if inprocess else "false",
+        REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="false" if mode == "separate" else "true",
+        REMINDERS_EMBEDDED_DELIVER_IN_PROCESS="true" if mode == "inprocess" else "false",
         REMINDERS_SWEEP_BATCH_SIZE="1000",
     )
     return env
@@ -234,7 +238,7 @@ def start_service(env: dict, port: int, log_path: Path, inprocess: bool) -> list
     return started
 
 
-async def run_once(args: argparse.Namespace, concurrency: int) -> dict[str, Any]:
+async def run_once(args: argparse.Namespace, concurrency: int, mode: str) -> dict[str, Any]:
     """One full run at one push concurrency, on its own database and processes."""
     name, raw_url = await create_database(args.pg_admin_url)
     database_url = raw_url.replace("postgresql://", "postgresql+asyncpg://", 1)
@@ -245,8 +249,8 @@ async def run_once(args: argparse.Namespace, concurrency: int) -> dict[str, Any]
         with tempfile.TemporaryDirectory(prefix="rr-bench-e2e-") as tmp:
             port = free_port()
             base_url = f"http://127.0.0.1:{port}"
-            inprocess = args.mode == "inprocess"
-            env = service_env(database_url, Path(tmp) / "outbox", concurrency, inprocess)
+            inprocess = mode != "separate"
+            env = service_env(database_url, Path(tmp) / "outbox", concurrency, mode)
             env["REMINDERS_EMBEDDED_PUSH_BASE_URL"] = base_url
             processes.extend(start_service(env, port, Path(tmp) / "service.log", inprocess))
             await wait_healthy(base_url, processes[0])
@@ -267,22 +271,31 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reminders", type=int, default=3000)
     parser.add_argument("--concurrency", default="1,4,16,64")
-    parser.add_argument("--mode", choices=("inprocess", "separate"), default="inprocess")
+    parser.add_argument("--mode", default="inprocess", help="inprocess, http, separate; a list")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
-    print(f"{args.reminders} reminders, dispatcher {args.mode}, PostgreSQL, outbox (no fsync)")
-    print(f"{'concurrency':>11} {'reminders/s':>12} {'total s':>8} {'sweep s':>8} "
+    modes = args.mode.split(",")
+    if not set(modes) <= {"inprocess", "http", "separate"}:
+        parser.error("--mode: inprocess, http or separate (comma-separated)")
+    print(f"{args.reminders} reminders, PostgreSQL, outbox (no fsync)")
+    print(f"{'mode':>9} {'concurrency':>11} {'reminders/s':>12} {'total s':>8} {'sweep s':>8} "
           f"{'p50 s':>7} {'p99 s':>7}  CPU ms/reminder (serve[, dispatch])")  # fmt: skip
     for concurrency in [int(c) for c in args.concurrency.split(",")]:
         for _ in range(args.repeat):
-            result = await run_once(args, concurrency)
-            print(
-                f"{concurrency:>11} {result['rate']:>12.0f} {result['elapsed']:>8.2f} "
-                f"{result['sweep']:>8.2f} {result['p50']:>7.2f} {result['p99']:>7.2f}  "
-                + ", ".join(f"{ms:.2f}" for ms in result["cpu_ms"]),
-                flush=True,
-            )
+            for mode in modes:
+                await report_run(args, concurrency, mode)
+
+
+async def report_run(args: argparse.Namespace, concurrency: int, mode: str) -> None:
+    """One run, printed as a row of the table."""
+    result = await run_once(args, concurrency, mode)
+    print(
+        f"{mode:>9} {concurrency:>11} {result['rate']:>12.0f} {result['elapsed']:>8.2f} "
+        f"{result['sweep']:>8.2f} {result['p50']:>7.2f} {result['p99']:>7.2f}  "
+        + ", ".join(f"{ms:.2f}" for ms in result["cpu_ms"]),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

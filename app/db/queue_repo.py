@@ -217,6 +217,23 @@ async def record_failures(
         await conn.execute(_KILL, dead)
 
 
+_RELEASE = (
+    update(qm)
+    .where(*_FENCE)
+    .values(visible_at=bindparam("now", type_=UTCDateTime()), attempts=qm.c.attempts - 1)
+)
+
+
+async def release_messages(
+    conn: AsyncConnection, claimed: Sequence[ClaimedMessage], *, now: datetime
+) -> None:
+    """Give back claimed messages that were never delivered (a dispatcher stopping): visible
+    again now, the claim's attempt not counted; only where this claim still holds them."""
+    params = [{"message_pk": m.id, "attempt": m.attempts, "now": now} for m in claimed]
+    if params:
+        await conn.execute(_RELEASE, params)
+
+
 def _failure_params(failure: FailedDelivery) -> dict[str, Any]:
     return {
         "message_pk": failure.message_pk,

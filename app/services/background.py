@@ -1,7 +1,9 @@
 """Work beside the HTTP API on one machine: the embedded queue's dispatcher and a sweep timer.
 
 ``reminders serve`` starts it from the app's lifespan when the embedded queue is
-configured (``REMINDERS_EMBEDDED_DISPATCH_IN_SERVE``, default on). A one-machine
+configured (``REMINDERS_EMBEDDED_DISPATCH_IN_SERVE``, default on), delivering each message
+to the receiver in this process (``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS``, default on)
+rather than over HTTP to itself: same receiver, same answers, no round trip. A one-machine
 deployment has no cloud cron, so the same process also sweeps every
 ``REMINDERS_EMBEDDED_SWEEP_INTERVAL_SECONDS`` (0 turns it off; ``POST /cron/sweep`` still
 works, and concurrent sweeps never publish a row twice). Stopping is graceful: the current
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,11 +26,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.adapters.queues.embedded import (
     AiohttpPusher,
     EmbeddedQueuePublisher,
+    LocalAnswer,
+    LocalDelivery,
     dispatcher_from_settings,
 )
+from app.domain.messages import Delivery
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
-from app.observability import record_sweep
+from app.observability import record_delivery, record_sweep
+from app.services.receive import Receiver, receive_delivery
 from app.services.sweep import SweepLimits, SweepReport, sweep
 from app.settings import Settings
 
@@ -69,10 +76,14 @@ def start_background(
     rand: RandomSource,
     queue_for: Callable[[str], str],
     sweep_limits: SweepLimits,
+    local: LocalDelivery | None = None,
 ) -> BackgroundWork:
-    """Start the dispatcher loop and, when configured, the periodic sweep."""
+    """Start the dispatcher loop (in process with ``local``, else over HTTP) and, when
+    configured, the periodic sweep."""
     embedded = settings.embedded
-    dispatcher, pusher = dispatcher_from_settings(settings, engine, clock=clock, rand=rand)
+    dispatcher, pusher = dispatcher_from_settings(
+        settings, engine, clock=clock, rand=rand, local=local
+    )
     if isinstance(publisher, EmbeddedQueuePublisher):
         publisher.on_publish(dispatcher.wake)  # deliver at once instead of at the next poll
     work = BackgroundWork(
@@ -101,11 +112,25 @@ def start_background(
         )
     log.info(
         "embedded queue: dispatching to %s (concurrency %d), sweeping every %s s",
-        dispatcher.target.base_url,
+        "the receiver in this process" if local else dispatcher.target.base_url,
         embedded.concurrency,
         embedded.sweep_interval_seconds or "never",
     )
     return work
+
+
+def deliver_in_process(receiver: Callable[[], Receiver]) -> LocalDelivery:
+    """What ``POST /push/{queue}`` does once a push is authenticated, called directly:
+    the receiver decides, the delivery is counted and logged as the route would."""
+
+    async def deliver(queue: str, message_id: str, payload: object, attempt: int) -> LocalAnswer:
+        delivery = Delivery(queue, message_id, payload, attempt)
+        started = time.perf_counter()
+        answer = await receive_delivery(receiver(), delivery)
+        record_delivery(delivery, answer, time.perf_counter() - started, route="in-process")
+        return LocalAnswer(answer.outcome.acknowledges, answer.outcome.value, answer.retry_after)
+
+    return deliver
 
 
 async def sweep_periodically(

@@ -15,6 +15,9 @@ class EmbeddedQueueSettings(BaseSettings):
 
     # `reminders serve` runs the dispatcher (and the periodic sweep) in-process when true.
     dispatch_in_serve: bool = True
+    # ... and hands each message to the receiver in the same process (no HTTP round trip to
+    # itself). False: it POSTs /push/{queue} as `reminders dispatch` does.
+    deliver_in_process: bool = True
     # Where the dispatcher POSTs /push/{queue}; default REMINDERS_PUBLIC_BASE_URL, and
     # under `reminders serve` the address it binds.
     push_base_url: str | None = None

@@ -1,10 +1,12 @@
-"""The embedded queue: a table of messages (``publisher``) pushed over HTTP by a
-dispatcher (``dispatcher``) through a signing HTTP client (``pusher``)."""
+"""The embedded queue: a table of messages (``publisher``) pushed by a dispatcher
+(``dispatcher``) over HTTP through a signing client (``pusher``), or in process."""
 
 from .dispatcher import (
     Dispatcher,
     DispatchLimits,
     DispatchReport,
+    LocalAnswer,
+    LocalDelivery,
     PushResult,
     dispatcher_from_settings,
 )
@@ -17,6 +19,8 @@ __all__ = [
     "DispatchReport",
     "Dispatcher",
     "EmbeddedQueuePublisher",
+    "LocalAnswer",
+    "LocalDelivery",
     "PushFailed",
     "PushResponse",
     "PushResult",

@@ -1,4 +1,4 @@
-"""The embedded queue's dispatcher: claim due messages, push them over HTTP, apply answers.
+"""The embedded queue's dispatcher: claim due messages, push them, apply answers.
 
 Each round is three phases, none holding a transaction across network I/O: claim (one
 statement; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, a conditional update on SQLite, so
@@ -8,6 +8,12 @@ every answer in one transaction: 2xx deletes; anything else schedules a redelive
 moves the message to the dead-letter list. At-least-once: a claim only hides a message
 for the visibility timeout, so a dispatcher that dies between the push and the delete
 leaves it to be delivered again; the receiver's ledger absorbs the duplicate.
+
+Pushing is HTTP by default (``reminders dispatch``, or a dispatcher in front of other
+replicas). Where the receiver runs in the same process (``reminders serve``) the
+dispatcher is given a ``LocalDelivery`` instead: the same receiver code, called directly,
+with no HTTP round trip to itself, no signing and no JSON envelope. The answers, the
+redelivery rules and the dead list are the same either way.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -60,11 +67,25 @@ class PushResult:
     retry_after: str | None = None
     outcome: str | None = None
     error: str | None = None
+    released: bool = False  # never delivered: the dispatcher was stopping
 
     @property
     def acknowledged(self) -> bool:
         """2xx: the receiver is done with the message."""
         return self.status is not None and 200 <= self.status < 300
+
+
+@dataclass(frozen=True, slots=True)
+class LocalAnswer:
+    """A receiver's answer handed back in process: ``acknowledged`` as a 2xx would be."""
+
+    acknowledged: bool
+    outcome: str
+    retry_after: float | None = None
+
+
+# Delivers one message (queue, message id, payload, attempt) to a receiver in this process.
+LocalDelivery = Callable[[str, str, Any, int], Awaitable[LocalAnswer]]
 
 
 @dataclass
@@ -92,15 +113,19 @@ class Dispatcher:
     def __init__(
         self,
         engine: AsyncEngine,
-        pusher: Pusher,
+        pusher: Pusher | None,
         target: PushTarget,
         *,
         limits: DispatchLimits,
         clock: Callable[[], datetime],
         rand: RandomSource,
         wall_time: Callable[[], float] = time.time,
+        local: LocalDelivery | None = None,
     ) -> None:
+        if pusher is None and local is None:
+            raise ValueError("a dispatcher needs a pusher or a local delivery")
         self.engine = engine
+        self.local = local  # set: deliver in process instead of over HTTP
         self.pusher = pusher
         self.target = target
         self.limits = limits
@@ -109,6 +134,7 @@ class Dispatcher:
         self._wall_time = wall_time  # signature timestamps: the receiver checks wall time
         self._semaphore = asyncio.Semaphore(limits.concurrency)
         self._wake = asyncio.Event()
+        self._stop: asyncio.Event | None = None  # run's; once set: start no more deliveries
         self._housekept_at: datetime | None = None
 
     async def run_once(self, now: datetime | None = None) -> DispatchReport:
@@ -136,10 +162,16 @@ class Dispatcher:
 
     async def _push_bounded(self, message: ClaimedMessage) -> PushResult:
         async with self._semaphore:
+            if self._stop is not None and self._stop.is_set():  # graceful: finish, start none
+                return PushResult(message, None, released=True)
             return await self.push(message)
 
     async def push(self, message: ClaimedMessage) -> PushResult:
-        """POST one message in the Infrai envelope, signed; never raises for HTTP failures."""
+        """Deliver one message (in process, or POSTed in the Infrai envelope, signed); never
+        raises for delivery failures."""
+        if self.local is not None:
+            return await self._deliver_locally(self.local, message)
+        assert self.pusher is not None  # one of the two, checked when built
         body = orjson.dumps(
             {
                 "message_id": message.message_id,
@@ -159,19 +191,34 @@ class Dispatcher:
             return PushResult(message, None, error=str(error))
         return PushResult(message, answer.status, answer.retry_after, answer.outcome)
 
+    async def _deliver_locally(self, local: LocalDelivery, message: ClaimedMessage) -> PushResult:
+        try:
+            async with asyncio.timeout(self.limits.push_timeout_seconds):
+                answer = await local(
+                    message.queue, message.message_id, message.payload, message.attempts
+                )
+        except Exception as error:  # as a 500 or a lost answer would be: delivered again
+            log.exception("in-process delivery of %s failed", message.message_id)
+            return PushResult(message, None, error=f"in-process delivery failed: {error!r}")
+        status = 200 if answer.acknowledged else 503
+        retry_after = None if answer.retry_after is None else str(int(answer.retry_after or 1))
+        return PushResult(message, status, retry_after, answer.outcome)
+
     async def apply(
         self, results: list[PushResult], *, now: datetime, report: DispatchReport | None = None
     ) -> DispatchReport:
         """Delete acknowledged messages; schedule redeliveries or dead-letter the rest."""
         report = report or DispatchReport()
-        acked = [r.message.id for r in results if r.acknowledged]
-        failures = [self._failure(r, now) for r in results if not r.acknowledged]
+        released = [r.message for r in results if r.released]
+        delivered = [r for r in results if not r.released]
+        acked = [r.message.id for r in delivered if r.acknowledged]
+        failed = [r for r in delivered if not r.acknowledged]
+        failures = [self._failure(r, now) for r in failed]
         async with self.engine.begin() as conn:
             await queue_repo.delete_messages(conn, acked)
             await queue_repo.record_failures(conn, failures, now=now)
-        for result, failure in zip(
-            [r for r in results if not r.acknowledged], failures, strict=True
-        ):
+            await queue_repo.release_messages(conn, released, now=now)
+        for result, failure in zip(failed, failures, strict=True):
             if failure.visible_at is None:
                 log.warning(
                     "message %s on %s moved to the dead-letter list after %d deliveries: %s",
@@ -184,7 +231,7 @@ class Dispatcher:
         report.acknowledged += len(acked)
         report.dead += sum(1 for f in failures if f.visible_at is None)
         report.redelivering += sum(1 for f in failures if f.visible_at is not None)
-        report.outcomes.update(_label(r) for r in results)
+        report.outcomes.update(_label(r) for r in delivered)
         return report
 
     def _failure(self, result: PushResult, now: datetime) -> FailedDelivery:
@@ -238,8 +285,10 @@ class Dispatcher:
         self._wake.set()
 
     async def run(self, stop: asyncio.Event, *, poll_interval: float) -> DispatchReport:
-        """Poll until ``stop`` is set; the current round always finishes (graceful stop)."""
+        """Poll until ``stop`` is set. Graceful: deliveries under way finish; claimed messages
+        not started yet are given back at once, their attempt not counted."""
         total = DispatchReport()
+        self._stop = stop
         while not stop.is_set():
             self._wake.clear()  # a publish during this round wakes the next idle at once
             try:
@@ -277,10 +326,14 @@ def dispatcher_from_settings(
     clock: Callable[[], datetime],
     rand: RandomSource,
     pusher: Pusher | None = None,
+    local: LocalDelivery | None = None,
 ) -> tuple[Dispatcher, AiohttpPusher | None]:
-    """A dispatcher configured by ``REMINDERS_EMBEDDED_*``; the pusher it owns, to close."""
+    """A dispatcher configured by ``REMINDERS_EMBEDDED_*``; the pusher it owns, to close.
+    With ``local`` it delivers in process and opens no HTTP pool."""
     embedded = settings.embedded
-    owned = AiohttpPusher(max_connections=embedded.concurrency) if pusher is None else None
+    owned = None
+    if pusher is None and local is None:
+        owned = AiohttpPusher(max_connections=embedded.concurrency)
     target = PushTarget(
         base_url=embedded.push_base_url or settings.public_base_url,
         secret=settings.push_secrets[0].get_secret_value().encode(),
@@ -294,6 +347,8 @@ def dispatcher_from_settings(
         push_timeout_seconds=embedded.push_timeout_seconds,
         backoff=embedded.backoff,
     )
-    chosen: Pusher = pusher if pusher is not None else owned  # type: ignore[assignment]
-    dispatcher = Dispatcher(engine, chosen, target, limits=limits, clock=clock, rand=rand)
+    chosen = pusher or owned
+    dispatcher = Dispatcher(
+        engine, chosen, target, limits=limits, clock=clock, rand=rand, local=local
+    )
     return dispatcher, owned

@@ -1,0 +1,156 @@
+"""`reminders serve` delivers embedded-queue messages to its own receiver in process: the
+same receiver, answers and redelivery rules as the HTTP push, without the round trip."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from sqlalchemy import select
+
+from app.adapters.queues.embedded import (
+    Dispatcher,
+    DispatchLimits,
+    EmbeddedQueuePublisher,
+    PushTarget,
+)
+from app.container import Container
+from app.db import queue_repo
+from app.db.tables import send_records
+from app.domain.errors import LedgerUnavailable, TransientProviderError
+from app.domain.retry import BackoffPolicy
+from app.services.background import deliver_in_process
+from tests.support.clock import FakeClock
+from tests.support.flow import put_customer, put_reminder, sweep
+
+pytestmark = pytest.mark.anyio
+
+
+def in_process_dispatcher(
+    container: Container, clock: FakeClock, *, concurrency: int = 4
+) -> Dispatcher:
+    """A dispatcher with no HTTP client at all: only the receiver of this process."""
+    return Dispatcher(
+        container.engine,
+        None,
+        PushTarget(base_url="http://unused.invalid", secret=b"unused"),
+        limits=DispatchLimits(
+            concurrency=concurrency, batch_size=10, visibility_timeout_seconds=60,
+            push_timeout_seconds=5,
+            backoff=BackoffPolicy(2.0, 60.0),
+        ),
+        clock=clock,
+        rand=random.Random(3),
+        local=deliver_in_process(lambda: container.receiver),
+    )  # fmt: skip
+
+
+async def enqueue_due(client, container, clock, publisher, *ids: str) -> None:
+    """Register due reminders, sweep, and move the swept messages into the embedded queue."""
+    await put_customer(client, "c1")
+    for reminder_id in ids:
+        await put_reminder(client, reminder_id, customer_id="c1", due_at=clock.now)
+    await sweep(client)
+    embedded = EmbeddedQueuePublisher(container.engine, max_retries=2, clock=clock)
+    await embedded.publish_batch(publisher.drain())
+
+
+async def queued(container: Container) -> list[dict]:
+    async with container.engine.connect() as conn:
+        return await queue_repo.list_messages(conn)
+
+
+async def test_messages_are_sent_once_and_deleted_without_http(
+    client, container, clock, publisher, provider
+):
+    """Three due reminders: three sends through the receiver, the queue left empty; the
+    same messages again (a redelivery) answer duplicate with no provider call."""
+    await enqueue_due(client, container, clock, publisher, "r1", "r2", "r3")
+    dispatcher = in_process_dispatcher(container, clock)
+    report = await dispatcher.run_once()
+    assert (report.claimed, report.acknowledged, dict(report.outcomes)) == (3, 3, {"sent": 3})
+    assert sorted(call.idempotency_key for call in provider.calls) == [
+        "r1:email:scripted", "r2:email:scripted", "r3:email:scripted",
+    ]  # fmt: skip
+    assert await queued(container) == []
+
+
+async def test_a_retry_answer_is_redelivered_after_its_retry_after(
+    client, container, clock, publisher, provider
+):
+    """A transient provider failure: the message stays, invisible for the receiver's
+    Retry-After, then is delivered again and sent."""
+    provider.script.append(TransientProviderError("provider down"))
+    await enqueue_due(client, container, clock, publisher, "r1")
+    dispatcher = in_process_dispatcher(container, clock)
+    report = await dispatcher.run_once()
+    assert (report.redelivering, dict(report.outcomes)) == (1, {"retry": 1})
+    [row] = await queued(container)
+    async with container.engine.connect() as conn:
+        retry_at = (await conn.execute(select(send_records.c.next_attempt_at))).scalar_one()
+    # The receiver's backoff (Retry-After, whole seconds), not the queue's own 2 s base.
+    assert abs((row["visible_at"] - retry_at).total_seconds()) <= 1
+    wait = (row["visible_at"] - clock.now).total_seconds()
+    assert wait > 2
+    clock.advance(seconds=wait - 1)
+    assert (await dispatcher.run_once()).claimed == 0
+    clock.advance(seconds=1)
+    assert dict((await dispatcher.run_once()).outcomes) == {"sent": 1}
+    assert len(provider.calls) == 2
+
+
+async def test_a_receiver_that_raises_counts_as_no_answer(
+    client, container, clock, publisher, provider
+):
+    """The database drops mid-delivery (a 500 over HTTP): the message is delivered again
+    later and sent once."""
+    await enqueue_due(client, container, clock, publisher, "r1")
+    dispatcher = in_process_dispatcher(container, clock)
+    ledger = container.receiver.ledger
+    real_claim = ledger.claim_or_read
+    failures = [LedgerUnavailable("connection dropped")]
+
+    async def claim_once_failing(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return await real_claim(*args, **kwargs)
+
+    ledger.claim_or_read = claim_once_failing  # type: ignore[method-assign]
+    try:
+        report = await dispatcher.run_once()
+        assert (report.redelivering, dict(report.outcomes)) == (1, {"no_answer": 1})
+        clock.advance(minutes=2)
+        assert dict((await dispatcher.run_once()).outcomes) == {"sent": 1}
+    finally:
+        del ledger.claim_or_read
+    assert len(provider.calls) == 1
+
+
+async def test_a_dispatcher_needs_somewhere_to_deliver(container, clock):
+    """Neither an HTTP pusher nor a local delivery: refused when built, not at first push."""
+    with pytest.raises(ValueError, match="pusher or a local delivery"):
+        Dispatcher(
+            container.engine, None, PushTarget(base_url="http://x", secret=b"s"),
+            limits=DispatchLimits(), clock=clock, rand=random.Random(1),
+        )  # fmt: skip
+
+
+async def test_a_stop_finishes_deliveries_under_way_and_gives_back_the_rest(
+    client, container, clock, publisher, provider
+):
+    """Stopped while the first of three claimed messages is with the provider: that one is
+    sent and deleted; the other two are visible again at once with no attempt counted."""
+    await enqueue_due(client, container, clock, publisher, "r1", "r2", "r3")
+    provider.gate = asyncio.Event()
+    dispatcher = in_process_dispatcher(container, clock, concurrency=1)
+    stop = asyncio.Event()
+    running = asyncio.create_task(dispatcher.run(stop, poll_interval=60))
+    await provider.entered.wait()
+    stop.set()
+    provider.gate.set()
+    report = await running
+    assert (report.claimed, report.acknowledged, dict(report.outcomes)) == (3, 1, {"sent": 1})
+    left = await queued(container)
+    assert [(row["attempts"], row["visible_at"]) for row in left] == [(0, clock.now)] * 2
+    assert len(provider.calls) == 1
