@@ -13,7 +13,7 @@ from app.domain.errors import NotFound
 from app.domain.redrive import DeadLetterFilter, SendFilter
 from app.domain.states import SendState
 
-from . import dead_letters, discard, reminders
+from . import activity, dead_letters, discard, reminders
 
 WINDOWS = (("1h", timedelta(hours=1)), ("24h", timedelta(days=1)), ("7d", timedelta(days=7)))
 
@@ -60,11 +60,20 @@ async def outcome_windows(conn: AsyncConnection, *, now: datetime) -> dict[str, 
     return {"windows": columns, "rows": rows}
 
 
-async def overview(conn: AsyncConnection, *, now: datetime, limit: int = 50) -> dict[str, Any]:
-    """Everything the admin page's front shows, in one read."""
+async def overview(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    limit: int = 50,
+    letters_cursor: str | None = None,
+    sends_cursor: str | None = None,
+) -> dict[str, Any]:
+    """Everything the admin page's front shows, in one read (dead letters and recent sends
+    one page each, from the given cursors)."""
     open_letters = await dead_letters.list_dead_letters(
-        conn, DeadLetterFilter(), now=now, limit=limit
+        conn, DeadLetterFilter(), now=now, cursor=letters_cursor, limit=limit
     )
+    recent = await activity.recent_sends(conn, cursor=sends_cursor, limit=limit)
     stuck = await dead_letters.list_sends(conn, SendFilter(stuck=True), now=now, limit=limit)
     terminal = await dead_letters.list_sends(
         conn, SendFilter(state=SendState.TERMINAL_FAILURE, outcome="terminal"), now=now, limit=limit
@@ -74,6 +83,10 @@ async def overview(conn: AsyncConnection, *, now: datetime, limit: int = 50) -> 
         "outcomes": await outcome_windows(conn, now=now),
         "groups": await dead_letters.summarize(conn, now=now),
         "dead_letters": open_letters.items,
+        "dead_letters_next": open_letters.next_cursor,
+        "recent_sends": recent.items,
+        "recent_sends_next": recent.next_cursor,
+        "hourly": await activity.outcomes_per_hour(conn, now=now),
         "discardable": await discard.discardable_ids(conn, open_letters.items, now=now),
         "stuck": stuck.items,
         "terminal": terminal.items,

@@ -5,7 +5,7 @@ import re
 import httpx
 
 from app.services import audit
-from tests.support.dead_letters import ADMIN, ADMIN_TOKEN, admin_post, exhaust
+from tests.support.dead_letters import ADMIN, ADMIN_TOKEN, admin_post, exhaust, publish_reminder
 from tests.support.flow import get_reminder, push, push_message, put_customer, put_reminder
 from tests.support.push import envelope
 
@@ -166,3 +166,88 @@ async def test_a_quarantined_letter_a_redrive_would_publish_is_not_discarded(
     )
     assert refused.status_code == 409 and "redrivable now" in refused.text
     assert set(await _letters(client)) == {"unknown_reminder"}
+
+
+async def _send(client, publisher, clock, reminder_id: str) -> None:
+    message = await publish_reminder(client, publisher, clock, reminder_id)
+    assert (await push_message(client, message)).json()["outcome"] == "sent"
+
+
+def _sends_listed(html: str) -> list[str]:
+    return re.findall(r'data-send="(\d+)"', html)
+
+
+async def test_the_live_region_charts_outcomes_per_hour_and_pages_through_sends(
+    client, clock, publisher, provider
+):
+    """The chart has one bar per hour with sends in it; recent sends come newest first, a
+    page at a time, and the Older link carries the cursor to the rest."""
+    await _send(client, publisher, clock, "r:one")
+    clock.advance(hours=2)
+    await _send(client, publisher, clock, "r:two")
+    await _send(client, publisher, clock, "r:three")
+    headers = await _login(client)
+    live = await client.get("/admin/live", params={"n": 2}, headers=headers)
+    assert live.status_code == 200 and "<html" not in live.text
+    bars = re.findall(r'data-outcome="(\w+)" data-count="(\d+)"', live.text)
+    assert bars == [("sent", "1"), ("sent", "2")]
+    first = _sends_listed(live.text)
+    assert len(first) == 2 and int(first[0]) > int(first[1])
+    older = re.search(r'href="([^"]+)" data-test="sends-next"', live.text)
+    assert older is not None
+    rest = await client.get(older.group(1).replace("&amp;", "&"), headers=headers)
+    assert rest.status_code == 200
+    assert _sends_listed(rest.text.split('id="recent-sends"')[1])[0] == str(int(first[1]) - 1)
+    assert 'data-test="sends-first"' in rest.text
+
+
+async def test_hostile_paging_values_are_a_clear_4xx(client):
+    """Cursors that are not ids and page sizes out of range answer 422, never 500."""
+    headers = await _login(client)
+    for params in (
+        {"sends": "abc"},
+        {"letters": "²"},
+        {"sends": "-1"},
+        {"letters": "9" * 30},
+        {"sends": "1 OR 1=1"},
+        {"n": "0"},
+        {"n": "101"},
+        {"n": "x"},
+    ):
+        for path in ("/admin", "/admin/live"):
+            response = await client.get(path, params=params, headers=headers)
+            assert response.status_code == 422, (path, params, response.text)
+
+
+async def test_the_lookup_finds_reminders_by_customer_id_or_email(
+    client, clock, publisher, provider
+):
+    """An id opens the reminder; a customer id or email lists that customer's reminders."""
+    await put_customer(client, "cust_find", email="Find.Me@example.com")
+    for rid in ("r:find-1", "r:find-2"):
+        await put_reminder(client, rid, customer_id="cust_find", due_at=clock.now)
+    headers = await _login(client)
+    for term in ("cust_find", "Find.Me@example.com", " cust_find "):
+        page = await client.get("/admin", params={"reminder": term}, headers=headers)
+        listed = page.text.split('id="matches"')[1].split("</table>")[0]
+        assert "r:find-1" in listed and "r:find-2" in listed, term
+    exact = await client.get("/admin", params={"reminder": "r:find-1"}, headers=headers)
+    assert 'id="lookup"' in exact.text
+    for term in ("nobody@example.com", "x\x00y", "z" * 5000):
+        missing = await client.get("/admin", params={"reminder": term}, headers=headers)
+        assert missing.status_code == 200 and "No reminder, customer id" in missing.text
+
+
+async def test_the_page_script_is_served_by_the_app_and_the_live_region_needs_a_session(
+    client,
+):
+    """live.js comes from /admin/static (the CSP allows only 'self'); /admin/live without a
+    session redirects to the login, which the script reads as "signed out"."""
+    script = await client.get("/admin/static/live.js")
+    assert script.status_code == 200 and "data-refresh" in script.text
+    assert script.headers["content-type"].startswith("text/javascript")
+    anonymous = await client.get("/admin/live", follow_redirects=False)
+    assert anonymous.status_code == 303 and anonymous.headers["location"] == "/admin/login"
+    page = await client.get("/admin", headers=await _login(client))
+    assert 'data-refresh="/admin/live?n=25"' in page.text
+    assert '<script src="/admin/static/live.js" defer></script>' in page.text

@@ -24,7 +24,7 @@ from app.main import create_app
 from tests.conftest import ADMIN_TOKEN, API_TOKEN, CRON_TOKEN, empty_all_tables, make_settings
 from tests.support.live_server import live_server
 from tests.support.providers import ScriptedProvider
-from tests.support.push import signed
+from tests.support.push import envelope, signed
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -148,3 +148,93 @@ def test_operator_redrives_a_dead_letter_from_the_admin_page(database_url, tmp_p
     assert record["attempt_count"] == 2  # the failed attempt is kept; the redrive added one
     assert letter["redriven_at"] is not None
     assert len(provider.calls) == 2
+
+
+def _register(http: httpx.Client, reminder_id: str) -> None:
+    api = {"Authorization": f"Bearer {API_TOKEN}"}
+    customer = {"email": "live@example.com"}
+    assert http.put("/v1/customers/cust_live", json=customer, headers=api).is_success
+    reminder = {
+        "customer_id": "cust_live",
+        "kind": "renewal",
+        "due_at": "2026-01-01T00:00:00+00:00",
+        "expires_at": "2099-01-01T00:00:00+00:00",
+        "channels": ["email"],
+        "data": {"plan": "Pro", "renews_on": "2026-12-01"},
+    }
+    assert http.put(f"/v1/reminders/{reminder_id}", json=reminder, headers=api).is_success
+
+
+def _sweep(http: httpx.Client, publisher: MemoryPublisher) -> list:
+    assert http.post("/cron/sweep", headers={"Authorization": f"Bearer {CRON_TOKEN}"}).is_success
+    return publisher.drain()
+
+
+def _seed_live_page(http: httpx.Client, publisher: MemoryPublisher) -> object:
+    """One send delivered, three quarantined letters for reminders that do not exist, and
+    one message swept but not yet delivered (returned, for after the page has loaded)."""
+    _register(http, "r:live-early")
+    [early] = _sweep(http, publisher)
+    assert _push(http, early).json()["outcome"] == "sent"
+    for n in range(3):
+        raw, headers = signed(envelope(f"r:missing-{n}", message_id=f"m-missing-{n}"))
+        assert http.post(f"/push/{early.queue}", content=raw, headers=headers).is_success
+    _register(http, "r:live-late")
+    [late] = _sweep(http, publisher)
+    return late
+
+
+@pytest.mark.slow
+def test_the_live_page_refreshes_charts_pages_and_discards(database_url, tmp_path):
+    """A send delivered after the page loaded appears without a reload; the chart draws the
+    sends; dead letters page two at a time; a quarantined letter is discarded."""
+    _require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    asyncio.run(empty_all_tables(database_url))
+    settings = make_settings(database_url, tmp_path, queue="memory")
+    app = create_app(settings)
+    with (
+        live_server(app) as base_url,
+        httpx.Client(base_url=base_url, timeout=10) as http,
+    ):
+        publisher = app.state.container.publisher
+        assert isinstance(publisher, MemoryPublisher)
+        late = _seed_live_page(http, publisher)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                page.set_default_timeout(15_000)
+                page.goto(f"{base_url}/admin/login")
+                page.fill("input[name=token]", ADMIN_TOKEN)
+                page.click("button[type=submit]")
+                page.goto(f"{base_url}/admin?n=2")
+                expect(page.locator("#outcome-chart rect[data-outcome=sent]")).to_have_count(1)
+                expect(page.locator("#chart-legend")).to_contain_text("sent 1")
+                page.evaluate("window.loadedOnce = true")
+
+                assert _push(http, late).json()["outcome"] == "sent"
+                # The page refreshes every 5 s: wait up to three rounds.
+                refreshed = {"timeout": 15_000}
+                expect(page.locator("#recent-sends")).to_contain_text("r:live-late", **refreshed)
+                expect(page.locator("#chart-legend")).to_contain_text("sent 2", **refreshed)
+                assert page.evaluate("window.loadedOnce") is True, "the page was reloaded"
+
+                letters = page.locator("#dead-letters tr[data-dead-letter]")
+                expect(letters).to_have_count(2)
+                expect(letters.first).to_contain_text("r:missing-0")
+                page.click("[data-test=letters-next]")
+                expect(letters).to_have_count(1)
+                expect(letters.first).to_contain_text("r:missing-2")
+                page.click("[data-test=letters-first]")
+                expect(letters.first).to_contain_text("r:missing-0")
+
+                letters.first.locator("button", has_text="Discard").click()
+                expect(page.locator("#summary")).to_contain_text("discarded")
+                page.click("[data-test=back]")
+                expect(page.locator("#dead-letters")).not_to_contain_text("r:missing-0")
+                expect(page.locator("#groups")).to_contain_text("2")
+                page.screenshot(path=str(ARTIFACTS / "admin-live.png"), full_page=True)
+            finally:
+                browser.close()

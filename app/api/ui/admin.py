@@ -11,25 +11,29 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs
+from typing import Annotated, Any
+from urllib.parse import parse_qs, urlencode
 
-from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.domain.errors import NotFound, Unauthenticated
 from app.domain.redrive import DeadLetterFilter, format_age
-from app.services import admin_sessions, dead_letters, discard, operations
+from app.services import activity, admin_sessions, dead_letters, discard, operations
 
 from ..dead_letters import redrive_context
 from ..deps import Container, get_container, read_capped, token_matches
-from . import session
+from . import chart, session
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
-templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
+HERE = Path(__file__).resolve().parent
+STATIC = HERE / "static"
+templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters["age"] = format_age
 MAX_FORM_BYTES = 8 * 1024
+REFRESH_SECONDS = 5
+DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 25, 100
 _SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
@@ -133,23 +137,88 @@ async def logout(request: Request) -> Response:
     return response
 
 
+PageSize = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="rows per page")]
+
+
+def _links(letters: str | None, sends: str | None, n: int, context: dict[str, Any]) -> dict:
+    """The live region's own URL and the paging links, each keeping the other cursor."""
+
+    def url(path: str, **params: str | int | None) -> str:
+        kept = {k: v for k, v in params.items() if v not in (None, "")}
+        return f"{path}?{urlencode(kept)}" if kept else path
+
+    return {
+        "live": url("/admin/live", letters=letters, sends=sends, n=n),
+        "letters_next": context["dead_letters_next"]
+        and url("/admin", letters=context["dead_letters_next"], sends=sends, n=n),
+        "letters_first": letters and url("/admin", sends=sends, n=n),
+        "sends_next": context["recent_sends_next"]
+        and url("/admin", letters=letters, sends=context["recent_sends_next"], n=n),
+        "sends_first": sends and url("/admin", letters=letters, n=n),
+    }
+
+
+async def _live_context(
+    container: Container, current: session.Session, letters: str | None, sends: str | None, n: int
+) -> dict[str, Any]:
+    """What the self-refreshing region shows: figures, chart, one page of each listing."""
+    now = container.clock()
+    async with container.engine.connect() as conn:
+        context = await operations.overview(
+            conn, now=now, limit=n, letters_cursor=letters, sends_cursor=sends
+        )
+    return context | {
+        "chart": chart.stacked_bars(context["hourly"].starts, context["hourly"].series),
+        "csrf": session.csrf_token(container.settings.admin_token, current.value),
+        "links": _links(letters, sends, n, context),
+        "refresh_ms": REFRESH_SECONDS * 1000,
+    }
+
+
 @router.get("")
-async def index(request: Request, reminder: str | None = None) -> Response:
-    """Outcomes over time, dead letters by error class, stuck sends, reminder lookup."""
+async def index(
+    request: Request,
+    reminder: str | None = None,
+    letters: str | None = None,
+    sends: str | None = None,
+    n: PageSize = DEFAULT_PAGE_SIZE,
+) -> Response:
+    """The live region (figures, chart, dead letters, sends) and the reminder lookup."""
     container = get_container(request)
     current = await _session(request, container)
     if current is None:
         return _to_login()
-    now = container.clock()
-    async with container.engine.connect() as conn:
-        context = await operations.overview(conn, now=now)
-        found = await operations.lookup_reminder(conn, reminder, now=now) if reminder else None
-    context |= {
-        "csrf": session.csrf_token(container.settings.admin_token, current.value),
-        "lookup": reminder,
-        "found": found,
-    }
+    context = await _live_context(container, current, letters, sends, n)
+    term = activity.search_term(reminder)
+    found, matches = None, []
+    if term is not None:
+        async with container.engine.connect() as conn:
+            found = await operations.lookup_reminder(conn, term, now=context["now"])
+            matches = [] if found else await activity.find_reminders(conn, term)
+    context |= {"lookup": reminder, "found": found, "matches": matches}
     return _render(request, "index.html", context)
+
+
+@router.get("/live")
+async def live(
+    request: Request,
+    letters: str | None = None,
+    sends: str | None = None,
+    n: PageSize = DEFAULT_PAGE_SIZE,
+) -> Response:
+    """The live region alone: what the page's script swaps in every few seconds."""
+    container = get_container(request)
+    current = await _session(request, container)
+    if current is None:
+        return _to_login()
+    context = await _live_context(container, current, letters, sends, n)
+    return _render(request, "_live.html", context)
+
+
+@router.get("/static/live.js")
+async def live_script() -> Response:
+    """The few lines of JavaScript that keep the page alive (served here: no CDN)."""
+    return FileResponse(STATIC / "live.js", media_type="text/javascript", headers=_SECURITY_HEADERS)
 
 
 async def _redrive(container: Container, form: dict[str, str], *, dry_run: bool) -> Any:
