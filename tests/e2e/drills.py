@@ -9,14 +9,20 @@ its clock moving forward (nothing else it compares with those instants is stored
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.tables import reminders, send_records
 
-# The drills' configuration: one 503 is retried only after BACKOFF_SECONDS, long after the
-# queue gave up; a message overdue by more than MARGIN_SECONDS (the floor) is republished.
+if TYPE_CHECKING:  # the fixture module: imported by pytest, not by helpers
+    from tests.e2e.conftest import Endpoint
+
+# The drills' configuration: the provider's one failure is retried only after
+# BACKOFF_SECONDS, long after the queue gave up; a message overdue by more than
+# MARGIN_SECONDS (the floor) is republished. The failure is a 429 whose Retry-After is
+# BACKOFF_SECONDS: the retry time is then exact (a 503's backoff is jittered, from 1 s up).
 BACKOFF_SECONDS = "600"
 MARGIN_SECONDS = "60"
 DRILL_SETTINGS = {
@@ -24,7 +30,7 @@ DRILL_SETTINGS = {
     "REMINDERS_BACKOFF_CAP_SECONDS": BACKOFF_SECONDS,
     "REMINDERS_CATCHUP_MARGIN_SECONDS": MARGIN_SECONDS,
 }
-# Past our backoff and the margin: what a drill ages the ledger by.
+# Past our retry time and the margin: what a drill ages the ledger by.
 LATER = timedelta(seconds=int(BACKOFF_SECONDS) + int(MARGIN_SECONDS) + 60)
 
 _INSTANTS = {
@@ -44,3 +50,9 @@ async def age_ledger(engine: AsyncEngine, by: timedelta) -> None:
                 values = {name: row[i + 1] for i, name in enumerate(names)}
                 aged = {name: value - by for name, value in values.items() if value is not None}
                 await conn.execute(update(table).where(table.c.id == row.id).values(**aged))
+
+
+def fail_once_for_longer_than_the_queue_waits(endpoint: Endpoint) -> None:
+    """The webhook answers its first call 429 with ``Retry-After: BACKOFF_SECONDS``."""
+    endpoint.script = [429]
+    endpoint.retry_after = BACKOFF_SECONDS

@@ -9,7 +9,12 @@ from datetime import UTC, datetime
 import pytest
 
 from app.adapters.queues.cloudtasks.publisher import cloudtasks_client_factory
-from tests.e2e.drills import DRILL_SETTINGS, LATER, age_ledger
+from tests.e2e.drills import (
+    DRILL_SETTINGS,
+    LATER,
+    age_ledger,
+    fail_once_for_longer_than_the_queue_waits,
+)
 from tests.e2e.google import google_env, start_deployment
 from tests.e2e.processes import wait_until
 from tests.support.google_emulators import EMULATOR_LOCATION, EMULATOR_PROJECT, tasks_emulator
@@ -47,10 +52,11 @@ async def queued_tasks(emulator_host: str, queue: str) -> list:
 async def test_a_task_dropped_after_its_last_attempt_still_ends_in_one_send(
     deployment, endpoint, ledger, dropping_emulator_host
 ):
-    """503 once → we nack and back off 600 s; the emulator retries at once, we answer `busy`
-    until its retries are spent and it drops the task. Past the backoff and the catch-up
-    margin the sweep republishes: one accepted send, in the ledger and the provider's count."""
-    endpoint.script = [503]
+    """429 with Retry-After 600 once → we nack, our retry due in 600 s; the emulator retries
+    at once, we answer `busy` until its retries are spent and it drops the task. Past that and
+    the catch-up margin the sweep republishes: one accepted send, in the ledger and the
+    provider's own count."""
+    fail_once_for_longer_than_the_queue_waits(endpoint)
     await deployment.register("r-ct-drill", datetime.now(UTC), endpoint.url)
     assert (await deployment.sweep())["enqueued"] == 1
 

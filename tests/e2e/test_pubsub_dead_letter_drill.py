@@ -1,4 +1,4 @@
-"""Drill: Pub/Sub dead-letters a message before our backoff is due; the reminder is still sent
+"""Drill: Pub/Sub dead-letters a message before our retry is due; the reminder is still sent
 once. The real Pub/Sub emulator pushes to a real ``reminders serve``; the subscription has a
 dead-letter policy and no retry policy (with one, the emulator stops pushing messages refused
 three times or more and never dead-letters them: an emulator bug)."""
@@ -13,7 +13,12 @@ import pytest
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.queues.pubsub.api import PubSubApi
-from tests.e2e.drills import DRILL_SETTINGS, LATER, age_ledger
+from tests.e2e.drills import (
+    DRILL_SETTINGS,
+    LATER,
+    age_ledger,
+    fail_once_for_longer_than_the_queue_waits,
+)
 from tests.e2e.google import google_env, start_deployment
 from tests.e2e.processes import wait_until
 from tests.support.google_emulators import EMULATOR_PROJECT
@@ -64,12 +69,12 @@ async def dead_lettered(pubsub: PubSubApi, tap: str) -> list[dict]:
 async def test_a_message_dead_lettered_before_our_backoff_still_ends_in_one_send(
     deployment, endpoint, ledger, pubsub
 ):
-    """503 once → we nack and back off 600 s; Pub/Sub redelivers at once, we answer `busy`
-    until its 5 attempts are spent and it dead-letters the message. Past the backoff and the
-    catch-up margin the sweep republishes it: one accepted send, in the ledger and the
-    provider's own count."""
+    """429 with Retry-After 600 once → we nack, our retry due in 600 s; Pub/Sub redelivers at
+    once, we answer `busy` until its 5 attempts are spent and it dead-letters the message.
+    Past that and the catch-up margin the sweep republishes it: one accepted send, in the
+    ledger and the provider's own count."""
     tap = await tap_dead_letters(pubsub, deployment.queue)
-    endpoint.script = [503]
+    fail_once_for_longer_than_the_queue_waits(endpoint)
     await deployment.register("r-ps-drill", datetime.now(UTC), endpoint.url)
     assert (await deployment.sweep())["enqueued"] == 1
 
