@@ -56,6 +56,8 @@ class SweepOutcome(Protocol):
     @property
     def messages(self) -> int: ...
     @property
+    def republished(self) -> int: ...
+    @property
     def remaining(self) -> int: ...
     @property
     def duration_ms(self) -> float: ...
@@ -103,6 +105,10 @@ SWEEP_SECONDS = Histogram(
 SWEEP_ENQUEUED = Counter("reminders_sweep_enqueued", "Reminders the sweep marked enqueued.")
 SWEEP_MESSAGES = Counter("reminders_sweep_messages", "Messages the sweep published.")
 SWEEP_ERRORS = Counter("reminders_sweep_errors", "Sweeps stopped by a queue refusal.")
+SWEEP_REPUBLISHED = Counter(
+    "reminders_sweep_republished",
+    "Messages of sends not final whose queue message was overdue, published again.",
+)
 
 log = structlog.get_logger("reminders.delivery")
 _LABEL_MAX = 64
@@ -155,12 +161,14 @@ def record_sweep(report: SweepOutcome) -> None:
     SWEEP_SECONDS.observe(report.duration_ms / 1000)
     SWEEP_ENQUEUED.inc(report.enqueued)
     SWEEP_MESSAGES.inc(report.messages)
+    SWEEP_REPUBLISHED.inc(report.republished)
     if report.error:
         SWEEP_ERRORS.inc()
     structlog.get_logger("reminders.sweep").info(
         "sweep",
         enqueued=report.enqueued,
         messages=report.messages,
+        republished=report.republished,
         remaining=report.remaining,
         duration_ms=report.duration_ms,
         error=report.error,

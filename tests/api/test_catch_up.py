@@ -7,6 +7,7 @@ here: a test drops what it holds to play a queue that gave up.
 from datetime import timedelta
 
 import pytest
+from prometheus_client import REGISTRY
 
 from app.db.ledger import repo as ledger_repo
 from app.domain.errors import TransientProviderError
@@ -44,6 +45,16 @@ async def test_a_message_dropped_before_any_delivery_is_republished_and_sent_onc
     clock.advance(hours=2)
     assert (await sweep(client))["republished"] == 0
     assert len(provider.calls) == 1
+
+
+async def test_republished_messages_are_counted_in_metrics(client, clock, publisher):
+    """``reminders_sweep_republished_total`` grows by the sweep report's ``republished``:
+    the figure to alert on, since each one is a message a queue gave up on (or held late)."""
+    before = REGISTRY.get_sample_value("reminders_sweep_republished_total") or 0.0
+    await start(client, clock, publisher)
+    clock.advance(minutes=31)
+    assert (await sweep(client))["republished"] == 1
+    assert REGISTRY.get_sample_value("reminders_sweep_republished_total") == before + 1
 
 
 async def test_a_pending_retry_whose_message_vanished_comes_back(
