@@ -2,7 +2,9 @@
 --
 --   wrk -t T -c C -d <upper bound> --timeout 30s -s bench/deliveries.lua URL -- FILE T [RATE]
 --
--- FILE has one request per line: "<path>\t<signature>\t<body>". Request i goes to thread
+-- FILE has one request per line: "<path>\t<signature>\t<body>" (an Infrai push), or
+-- "<path>\t<Name: value>\x1f<Name: value>...\t<body>" (any header set: bench/push_formats.py;
+-- Content-Type defaults to application/json). Request i goes to thread
 -- i % T. A connection whose thread has nothing left to send parks on a long delay, and the
 -- thread stops once every request it sent has been answered, so exactly the file's requests
 -- are measured (no wrap-around, no filler requests). RATE (requests/s over all threads, 0 or
@@ -29,6 +31,20 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
+-- The headers of one request line's second field (see the top of this file).
+local function headers_of(field)
+  local headers = { ["Content-Type"] = "application/json" }
+  if not field:find(": ", 1, true) then
+    headers["X-Infrai-Signature"] = field
+    return headers
+  end
+  for pair in field:gmatch("[^\31]+") do
+    local name, value = pair:match("^([^:]+): (.*)$")
+    headers[name] = value
+  end
+  return headers
+end
+
 function init(args)
   local thread_count = tonumber(args[2])
   local rate = tonumber(args[3] or "0")
@@ -41,12 +57,9 @@ function init(args)
   local i = 0
   for line in io.lines(args[1]) do
     if i % thread_count == thread_index then
-      local path, signature, body = line:match("^([^\t]*)\t([^\t]*)\t(.*)$")
+      local path, headers, body = line:match("^([^\t]*)\t([^\t]*)\t(.*)$")
       total = total + 1
-      reqs[total] = wrk.format("POST", path, {
-        ["Content-Type"] = "application/json",
-        ["X-Infrai-Signature"] = signature,
-      }, body)
+      reqs[total] = wrk.format("POST", path, headers_of(headers), body)
     end
     i = i + 1
   end

@@ -45,6 +45,14 @@ process (``bench/push_auth.py``: HMAC, query token, Google OIDC with cached keys
 signatures with a cached certificate, QStash JWT) so their per-delivery cost stands next to
 the Infrai HMAC in the same run.
 
+**Push formats through the route**: ``--formats hmac,cloudtasks-oidc,pubsub-oidc,sns,qstash``
+(also ``cloudtasks-hmac``, ``pubsub-token``) replaces the target ``service`` with one target
+per format: the current tree configured for that queue kind, sent the same deliveries signed
+as that queue signs them (``bench/push_formats.py``: Google OIDC tokens and SNS signatures
+made with test keys whose certificates are served on loopback and cached by the service,
+QStash JWTs), written just before each target's run so every token is fresh. The last table
+puts each format's rates and server CPU per request next to ``hmac``'s.
+
 Output: one table per repetition, the medians, and as the last line
 ``ratios (service): new/bare=… duplicate/bare=…`` (medians of the per-repetition ratios).
 Columns: deliveries/s, p50/p99 latency in ms (wrk), CPU time of the server process (all its
@@ -69,8 +77,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,6 +102,9 @@ class Target:
     name: str
     source: Path
     env: dict[str, str] = field(default_factory=dict)
+    # --formats: writes this target's requests (signed as its queue signs them) before each
+    # of its runs; None: the run's shared Infrai-signed files (bench/push_formats.py).
+    writer: Callable[[Path, bytes, range], None] | None = None
 
 
 @dataclass
@@ -482,16 +493,32 @@ class Plan:
     total: int  # reminders to seed per service run
 
 
-def make_plan(directory: Path, secret: bytes, args: argparse.Namespace) -> Plan:
+def make_plan(
+    directory: Path,
+    secret: bytes,
+    args: argparse.Namespace,
+    write: Callable[[Path, bytes, range], None] = write_requests,
+) -> Plan:
     """Write the request files once; every target gets the same bytes."""
     w, n, p = args.warmup, args.n, args.paced_n if args.paced else 0
     plan = Plan(directory / "warmup.txt", directory / "main.txt", None, w + n + p)
-    write_requests(plan.warmup, secret, range(w))
-    write_requests(plan.main, secret, range(w, w + n))
+    write(plan.warmup, secret, range(w))
+    write(plan.main, secret, range(w, w + n))
     if p:
         plan.paced = directory / "paced.txt"
-        write_requests(plan.paced, secret, range(w + n, w + n + p))
+        write(plan.paced, secret, range(w + n, w + n + p))
     return plan
+
+
+def plan_for(
+    target: Target, plan: Plan, args: argparse.Namespace, work: Path, secret: bytes
+) -> Plan:
+    """The shared plan, or the target's own requests written just now (fresh tokens)."""
+    if target.writer is None:
+        return plan
+    directory = work / f"requests-{target.name}"
+    directory.mkdir(exist_ok=True)
+    return make_plan(directory, secret, args, write=target.writer)
 
 
 def python_env(target: Target, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -618,7 +645,8 @@ def repetition(
             phases += bench_bare(plan, args, work)
             bare_rate = phases[-1].rate
             continue
-        got, bad = bench_service(target, plan, args, work, secret, bare_rate)
+        target_plan = plan_for(target, plan, args, work, secret)
+        got, bad = bench_service(target, target_plan, args, work, secret, bare_rate)
         phases += got
         problems += [f"{target.name}: {p}" for p in bad]
     return phases, problems
@@ -704,6 +732,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--max-seconds", type=int, default=900, help="upper bound of one wrk run")
     add("--json", type=Path, help="also write every phase's raw figures here")
     add("--auth-iterations", type=int, default=2000, help="per push format; 0: skip")
+    add("--formats", default="", help="push formats through the route, e.g. hmac,sns (below)")
     args = parser.parse_args(argv)
     if args.outbox_base is None and Path("/dev/shm").is_dir():
         args.outbox_base = Path("/dev/shm")
@@ -712,22 +741,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def format_names(spec: str) -> list[str]:
+    """The --formats names (checked), or none."""
+    if not spec:
+        return []
+    from bench.push_formats import parse_formats
+
+    return parse_formats(spec)
+
+
+def format_targets(formats: list[str], work: Path, stack: ExitStack) -> list[Target]:
+    """One target per push format, its certificate servers kept running by ``stack``."""
+    if not formats:
+        return []
+    from bench.push_formats import format_env, loopback_keys, request_writer
+
+    keys = stack.enter_context(loopback_keys(work))
+    return [
+        Target(name, ROOT, format_env(name, keys), request_writer(name, keys)) for name in formats
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every answer was the expected one and the ledger is right."""
     args = parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk is required: apt-get install -y wrk", file=sys.stderr)
         return 2
-    targets = ([] if args.no_service else [Target("service", ROOT)]) + args.variant
+    sys.path.insert(0, str(ROOT))  # run as a script: bench/ and tests/ import from the root
+    formats = format_names(args.formats)
+    # With --formats, the format "hmac" is the current tree's service: no second copy of it.
+    service = [] if args.no_service or formats else [Target("service", ROOT)]
+    targets = service + args.variant
     secret = secrets.token_hex(24).encode()
     print(
         f"n={args.n} concurrency={args.concurrency} wrk threads={args.threads} "
         f"warmup={args.warmup} outbox fsync={'on' if args.outbox_fsync else 'off'} "
-        f"cpus={os.cpu_count()} targets={', '.join(t.name for t in targets)}",
+        f"cpus={os.cpu_count()} targets={', '.join([*formats, *(t.name for t in targets)])}",
         flush=True,
     )
     if args.auth_iterations:
-        sys.path.insert(0, str(ROOT))  # run as a script: bench/ and tests/ import from the root
         from bench.push_auth import print_auth_costs
 
         print_auth_costs(args.auth_iterations)
@@ -735,9 +788,11 @@ def main(argv: list[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="rr-bench-") as directory,
         tempfile.TemporaryDirectory(prefix="rr-bench-outbox-", dir=args.outbox_base) as outboxes,
+        ExitStack() as stack,
     ):
         work, args.outboxes = Path(directory), Path(outboxes)
         print(f"outbox folders in {outboxes}", flush=True)
+        targets = format_targets(formats, work, stack) + targets
         plan = make_plan(work, secret, args)
         for index in range(args.repeat):
             phases, problems = repetition(index, targets, plan, args, work, secret)
@@ -753,6 +808,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([[vars(p) for p in ph] for ph in all_phases], indent=1))
     print_medians(all_phases, targets)
+    if formats:
+        from bench.push_formats import print_format_summary
+
+        print_format_summary(all_phases, formats)
     failed = all_problems or any(p.unexpected() for ph in all_phases for p in ph)
     print(f"verification: {'FAILED' if failed else 'every reminder has exactly one sent row'}")
     if targets:

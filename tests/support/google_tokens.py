@@ -31,6 +31,7 @@ class SigningKey:
     kid: str
     private_pem: bytes
     certificate_pem: str
+    _loaded: crypt.RSASigner | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def generate(cls, kid: str) -> SigningKey:
@@ -59,8 +60,13 @@ class SigningKey:
             "exp": int(now) + 3600,
         } | overrides
         claims = {name: value for name, value in claims.items() if value is not None}
-        signer = crypt.RSASigner.from_string(self.private_pem, key_id=self.kid)
-        return jwt.encode(signer, claims).decode()
+        return jwt.encode(self._signer(), claims).decode()
+
+    def _signer(self) -> crypt.RSASigner:
+        # Loading a PEM key validates it (~tens of ms): once per key, not once per token.
+        if self._loaded is None:
+            self._loaded = crypt.RSASigner.from_string(self.private_pem, key_id=self.kid)
+        return self._loaded
 
 
 @dataclass
