@@ -22,6 +22,7 @@ from app.domain.ports import PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
 from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import instrument_providers
+from app.observability.tracing import enable_tracing, instrument_libraries
 from app.services.catchup import CatchUpLimits
 from app.services.receive import DeliveryPolicy, Receiver
 from app.services.retention import RetentionPolicy
@@ -123,9 +124,23 @@ def build_container(
     )
     # Pushed first, so closed last: the engine outlives everything that may still use it.
     container.close_with(engine.dispose)
+    if settings.otel_enabled:
+        _trace(container, engine)
     container.close_with(http.aclose)
     container.close_with(lambda: close_publisher(container.publisher))
     return container
+
+
+def _trace(container: Container, engine: AsyncEngine) -> None:
+    # One tracer provider per process (the app's instrumentation shares it); its spans are
+    # flushed when the container closes, after the engine's last statements.
+    provider = enable_tracing()
+    instrument_libraries(provider, engine=engine)
+
+    async def flush() -> None:
+        provider.force_flush()
+
+    container.close_with(flush)
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from app.container import Container, open_container
 from app.observability import configure_logging
+from app.observability.tracing import enable_tracing, instrument_app
 from app.services.background import (
     BackgroundWork,
     deliver_in_process,
@@ -62,13 +63,17 @@ def create_app(
     container was injected).
     """
     in_background = container is None if background is None else background
+    if container is None and settings is None:
+        settings = Settings()  # once, here: tracing must wrap the app before it starts
+    chosen = container.settings if container is not None else settings
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             built = container
             if built is None:
-                built = await stack.enter_async_context(open_container(settings or Settings()))
+                assert settings is not None
+                built = await stack.enter_async_context(open_container(settings))
             app.state.container = built
             configure_logging(built.settings.log_level, log_format=built.settings.log_format)
             if in_background and runs_in_serve(built.settings):
@@ -92,4 +97,6 @@ def create_app(
     for module in (push, cron, batch, reminders, schedules, templates, health, unsubscribe):
         app.include_router(module.router)
     install_operations(app)
+    if chosen is not None and chosen.otel_enabled:
+        instrument_app(app, enable_tracing())
     return app

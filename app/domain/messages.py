@@ -17,15 +17,21 @@ class DeliveryPayload:
     reminder_id: str
     channel: str
     schedule_version: int
+    # The W3C traceparent of the reminder's trace when tracing is on (optional: a receiver
+    # ignores a value it cannot use, and messages without one are as valid as ever).
+    traceparent: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The wire form published to the queue."""
-        return {
+        wire: dict[str, Any] = {
             "v": PAYLOAD_VERSION,
             "reminder_id": self.reminder_id,
             "channel": self.channel,
             "schedule_version": self.schedule_version,
         }
+        if self.traceparent is not None:
+            wire["traceparent"] = self.traceparent
+        return wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +123,9 @@ def idempotency_key(reminder_id: str, channel: str, schedule_version: int) -> st
     return f"{reminder_id}:{channel}:v{schedule_version}"
 
 
+MAX_TRACEPARENT_LENGTH = 128  # a W3C traceparent is 55 characters
+
+
 def parse_delivery_payload(raw: Any, *, channels: frozenset[str]) -> DeliveryPayload:
     """Validate our own message payload; ``MalformedDelivery`` names what is wrong."""
     from .errors import MalformedDelivery  # local: errors imports nothing from here
@@ -140,4 +149,7 @@ def parse_delivery_payload(raw: Any, *, channels: frozenset[str]) -> DeliveryPay
         raise MalformedDelivery(f"payload.channel {channel!r} is not one of {sorted(channels)}")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise MalformedDelivery("payload.schedule_version must be a positive integer")
-    return DeliveryPayload(reminder_id, channel, version)
+    traceparent = raw.get("traceparent")
+    if not isinstance(traceparent, str) or len(traceparent) > MAX_TRACEPARENT_LENGTH:
+        traceparent = None  # tracing context is a courtesy: never a reason to refuse
+    return DeliveryPayload(reminder_id, channel, version, traceparent)

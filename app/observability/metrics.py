@@ -27,6 +27,7 @@ from app.domain.errors import ProviderError
 from app.domain.messages import Delivery, RenderedMessage, SendResult
 from app.domain.ports import ChannelProvider
 from app.domain.states import Outcome
+from app.observability.tracing import span
 
 
 class DeliveryDecision(Protocol):
@@ -188,7 +189,10 @@ class InstrumentedProvider:
         """Call the wrapped provider and observe its latency under its result."""
         started, result = time.perf_counter(), "ok"
         try:
-            return await self.inner.send(message, idempotency_key=idempotency_key, timeout=timeout)
+            with span("reminders.provider.send", attributes={"reminders.provider": self.name}):
+                return await self.inner.send(
+                    message, idempotency_key=idempotency_key, timeout=timeout
+                )
         except ProviderError as error:
             result = error.error_class.value
             raise

@@ -31,6 +31,7 @@ from app.domain.messages import (
 )
 from app.domain.ports import ChannelProvider
 from app.domain.states import Outcome
+from app.observability.tracing import set_span_attribute, span, tracing_enabled
 
 from .lease import LeaseKeeper
 from .receive_finalize import finalize_failure, finalize_sent, finalize_without_send, lease_lost
@@ -47,6 +48,26 @@ async def receive_delivery(receiver: Receiver, delivery: Delivery) -> Answer:
         payload = parse_delivery_payload(delivery.payload, channels=receiver.channels)
     except MalformedDelivery as error:
         return await quarantine(receiver, delivery, reason="malformed", error=str(error))
+    if tracing_enabled():
+        return await _receive_traced(receiver, delivery, payload)
+    return await _receive(receiver, delivery, payload)
+
+
+async def _receive_traced(
+    receiver: Receiver, delivery: Delivery, payload: DeliveryPayload
+) -> Answer:
+    # The reminder's trace, begun when the sweep enqueued it, continues here.
+    attributes = {
+        "reminder.id": payload.reminder_id, "reminder.channel": payload.channel,
+        "messaging.destination.name": delivery.queue, "messaging.message.id": delivery.message_id,
+    }  # fmt: skip
+    with span("reminders.deliver", traceparent=payload.traceparent, attributes=attributes):
+        answer = await _receive(receiver, delivery, payload)
+        set_span_attribute("reminders.outcome", answer.outcome.value)
+        return answer
+
+
+async def _receive(receiver: Receiver, delivery: Delivery, payload: DeliveryPayload) -> Answer:
     provider = receiver.providers[payload.channel]
     key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
     now = receiver.clock()

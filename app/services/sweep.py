@@ -22,6 +22,7 @@ from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
 from app.domain.ports import QueuePublisher
 from app.domain.queueing import horizon_end
+from app.observability.tracing import current_traceparent, root_span, traced, tracing_enabled
 from app.services.catchup import CatchUpLimits, catch_up_lost_messages
 from app.services.materialize import materialize_schedules
 from app.services.retention import PurgeReport, RetentionPolicy, purge
@@ -70,14 +71,19 @@ class SweepReport:
 
 
 def messages_for(
-    due: DueReminder, *, now: datetime, max_delay: float, queue_for: Callable[[str], str]
+    due: DueReminder,
+    *,
+    now: datetime,
+    max_delay: float,
+    queue_for: Callable[[str], str],
+    traceparent: str | None = None,
 ) -> list[OutgoingMessage]:
     """One message per channel, delayed until the reminder is due (0 when overdue)."""
     delay = min(max(0.0, (due.due_at - now).total_seconds()), max_delay)
     return [
         OutgoingMessage(
             queue=queue_for(channel),
-            payload=DeliveryPayload(due.id, channel, due.schedule_version).to_json(),
+            payload=DeliveryPayload(due.id, channel, due.schedule_version, traceparent).to_json(),
             delay_seconds=delay,
             idempotency_key=idempotency_key(due.id, channel, due.schedule_version),
         )
@@ -85,6 +91,21 @@ def messages_for(
     ]
 
 
+def _traced_messages(
+    due: DueReminder, *, now: datetime, max_delay: float, queue_for: Callable[[str], str]
+) -> list[OutgoingMessage]:
+    if not tracing_enabled():
+        return messages_for(due, now=now, max_delay=max_delay, queue_for=queue_for)
+    # Each reminder's own trace starts here; its messages carry it to the receiver.
+    attributes = {"reminder.id": due.id, "reminder.due_at": due.due_at.isoformat()}
+    with root_span("reminders.enqueue", attributes=attributes):
+        traceparent = current_traceparent()
+        return messages_for(
+            due, now=now, max_delay=max_delay, queue_for=queue_for, traceparent=traceparent
+        )
+
+
+@traced("reminders.sweep")
 async def sweep(
     engine: AsyncEngine,
     publisher: QueuePublisher,
@@ -175,7 +196,7 @@ async def _publish_batch(
     # Publish with no transaction open; the claim (sweep_claimed_until) keeps other sweeps
     # off these rows. A crash before mark_enqueued re-publishes with the same keys later.
     per_reminder = [
-        messages_for(due, now=now, max_delay=publisher.max_delay_seconds, queue_for=queue_for)
+        _traced_messages(due, now=now, max_delay=publisher.max_delay_seconds, queue_for=queue_for)
         for due in batch
     ]
     flat = [message for group in per_reminder for message in group]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -87,6 +88,8 @@ class Settings(DatabaseSettings, ChannelSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # auto: a console format on a terminal, JSON lines anywhere else (containers, files).
     log_format: Literal["auto", "json", "console"] = "auto"
+    # OpenTelemetry traces (the `otel` extra), exported as the standard OTEL_* variables say.
+    otel_enabled: bool = False
     readyz_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
     admin_session_seconds: float = Field(default=8 * 3600, gt=0)
     # Optional bearer token of GET /metrics (empty: open; restrict it at the network then).
@@ -114,6 +117,7 @@ class Settings(DatabaseSettings, ChannelSettings):
                 lambda: self.check_channels(dev_mode=self.dev_mode),
                 self._check_queue_kinds,
                 self._check_embedded_retries,
+                self._check_tracing,
             ]
         )
         return self
@@ -124,6 +128,12 @@ class Settings(DatabaseSettings, ChannelSettings):
                 "REMINDERS_PROVIDER_TIMEOUT_SECONDS must be below REMINDERS_LEASE_SECONDS "
                 "so a lease never expires while its worker is still waiting on a provider"
             )
+
+    def _check_tracing(self) -> None:
+        if self.otel_enabled and importlib.util.find_spec("opentelemetry") is None:
+            from app.observability.tracing import MISSING_EXTRA  # its one wording
+
+            raise ValueError(MISSING_EXTRA)
 
     def _check_embedded_retries(self) -> None:
         if "embedded" in self.queue_kinds_in_use and self.embedded.max_retries <= self.max_attempts:
