@@ -31,6 +31,7 @@ from .api import (
 )
 from .api.errors import install_error_handlers
 from .api.guard import RequestGuard
+from .api.openapi import install_openapi
 from .api.operations import install_operations
 
 
@@ -97,6 +98,7 @@ def create_app(
     for module in (push, cron, batch, reminders, schedules, templates, health, unsubscribe):
         app.include_router(module.router)
     install_operations(app)
+    install_openapi(app)
     if chosen is not None and chosen.otel_enabled:
         instrument_app(app, enable_tracing())
     return app

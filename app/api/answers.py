@@ -7,28 +7,37 @@ so the OpenAPI document is what a client receives and a generator can type it.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 Channel = Literal["email", "webhook"]
 ReminderStateName = Literal["scheduled", "enqueued", "done", "cancelled"]
 
 _AT = "2026-12-01T09:00:00+00:00"
+# Answers give instants as ISO 8601 with "+00:00", as before the models existed (pydantic
+# alone would write "Z").
+At = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str)]
 
 
 def _example(**fields: Any) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": [fields]})
 
 
-class Warning_(BaseModel):
+class ReminderWarning(BaseModel):
     """Something accepted that will probably not do what the caller wants."""
-
-    model_config = ConfigDict(title="Warning")
 
     code: Literal["past_usefulness_window"]
     field: str
     message: str
+
+
+class RecipientUnsubscribe(BaseModel):
+    """A recipient's own unsubscribe (through a link); only a re-subscribe clears it."""
+
+    channel: Channel
+    unsubscribed_at: At
+    method: str
 
 
 class CustomerOut(BaseModel):
@@ -45,6 +54,7 @@ class CustomerOut(BaseModel):
         webhook_disabled_at=None,
         quiet_hours_start=None,
         quiet_hours_end=None,
+        recipient_unsubscribes=[],
         created_at=_AT,
         updated_at=_AT,
     )
@@ -55,12 +65,13 @@ class CustomerOut(BaseModel):
     time_zone: str
     opted_out_channels: list[Channel]
     unsubscribed: bool
-    unsubscribed_at: datetime | None
-    webhook_disabled_at: datetime | None = None
+    unsubscribed_at: At | None
+    webhook_disabled_at: At | None = None
     quiet_hours_start: str | None = None
     quiet_hours_end: str | None = None
-    created_at: datetime
-    updated_at: datetime
+    recipient_unsubscribes: list[RecipientUnsubscribe] = Field(default_factory=list)
+    created_at: At
+    updated_at: At
 
 
 class SendRecordOut(BaseModel):
@@ -73,18 +84,18 @@ class SendRecordOut(BaseModel):
     state: str = Field(description="pending, sending, sent, terminal_failure or dead")
     attempt_count: int
     attempt_budget_start: int
-    lease_until: datetime | None
-    next_attempt_at: datetime | None
+    lease_until: At | None
+    next_attempt_at: At | None
     outcome: str | None
     last_error_class: str | None = Field(description="e.g. no_recipient, template_error")
     last_error: str | None
     provider_request_id: str | None
     idempotency_key: str
-    first_attempt_at: datetime | None
-    sent_at: datetime | None
+    first_attempt_at: At | None
+    sent_at: At | None
     redrive_count: int
-    created_at: datetime
-    updated_at: datetime
+    created_at: At
+    updated_at: At
 
 
 _REMINDER_EXAMPLE: dict[str, Any] = {
@@ -116,20 +127,20 @@ class ReminderRow(BaseModel):
     id: str
     customer_id: str
     kind: str
-    due_at: datetime
-    expires_at: datetime | None
+    due_at: At
+    expires_at: At | None
     channels: list[Channel]
     data: dict[str, Any]
     state: ReminderStateName
     schedule_version: int
     schedule_id: str | None
-    sweep_claimed_until: datetime | None
-    enqueued_at: datetime | None
+    sweep_claimed_until: At | None
+    enqueued_at: At | None
     enqueued_message_ids: list[str] | None
-    cancelled_at: datetime | None
-    done_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
+    cancelled_at: At | None
+    done_at: At | None
+    created_at: At
+    updated_at: At
 
 
 class ReminderOut(ReminderRow):
@@ -149,7 +160,7 @@ class ReminderPut(ReminderOut):
         json_schema_extra={"examples": [_REMINDER_EXAMPLE | {"send_records": [], "warnings": []}]}
     )
 
-    warnings: list[Warning_] = Field(
+    warnings: list[ReminderWarning] = Field(
         default_factory=list,
         description="e.g. past_usefulness_window: due_at (or expires_at) is already so far "
         "in the past that the send will be dropped as expired",
@@ -169,7 +180,7 @@ class OccurrenceOut(BaseModel):
     """One unsent occurrence of a schedule."""
 
     id: str
-    due_at: datetime
+    due_at: At
     state: ReminderStateName
     schedule_version: int
 
@@ -213,18 +224,18 @@ class ScheduleRow(BaseModel):
     local_time: str | None
     time_zone: str | None
     offset_days: int
-    starts_at: datetime | None
-    ends_at: datetime | None
+    starts_at: At | None
+    ends_at: At | None
     data: dict[str, Any]
     state: Literal["active", "paused", "deleted"]
     version: int
-    materialized_through: datetime | None
+    materialized_through: At | None
     materialized_local: str | None
-    withdrawn_at: datetime | None
-    broken_at: datetime | None
+    withdrawn_at: At | None
+    broken_at: At | None
     broken_error: str | None
-    created_at: datetime
-    updated_at: datetime
+    created_at: At
+    updated_at: At
 
 
 class ScheduleOut(ScheduleRow):
@@ -244,3 +255,76 @@ class SchedulePage(BaseModel):
 
     items: list[ScheduleRow]
     next_cursor: str | None = Field(description="pass as cursor for the next page; null: last")
+
+
+class SweepAnswer(BaseModel):
+    """One sweep's report (502 with ``error`` when the queue refused a batch)."""
+
+    model_config = _example(
+        enqueued=12,
+        messages=14,
+        remaining=0,
+        horizon_end=_AT,
+        duration_ms=41.5,
+        republished=0,
+    )
+
+    enqueued: int = Field(description="reminders published")
+    messages: int = Field(description="queue messages published (one per channel)")
+    remaining: int = Field(description="reminders inside the horizon still waiting")
+    horizon_end: At
+    duration_ms: float
+    republished: int = Field(description="lost sends published again (catch-up)")
+    purged: dict[str, Any] | None = Field(default=None, description="retention, when it ran")
+    error: str | None = None
+
+
+class HealthAnswer(BaseModel):
+    """The process is up."""
+
+    model_config = _example(status="ok")
+
+    status: Literal["ok"]
+
+
+class ReadinessAnswer(BaseModel):
+    """Whether the database answers with its schema at head (503 when not, with why)."""
+
+    model_config = _example(status="ready", schema=["0014_listing"], head=["0014_listing"])
+
+    status: str
+    reason: str | None = None
+    schema_: list[str] | None = Field(default=None, alias="schema")
+    head: list[str] | None = None
+
+
+class AuditInvariant(BaseModel):
+    """One ledger invariant and up to five offending ids."""
+
+    name: str
+    holds: bool
+    description: str
+    violations: int
+    examples: list[Any]
+
+
+class AuditAnswer(BaseModel):
+    """The ledger's invariants checked now."""
+
+    model_config = _example(
+        ok=True,
+        checked_at=_AT,
+        invariants=[
+            {
+                "name": "one_send_per_channel",
+                "holds": True,
+                "description": "no channel of a reminder was sent twice",
+                "violations": 0,
+                "examples": [],
+            }
+        ],
+    )
+
+    ok: bool
+    checked_at: At
+    invariants: list[AuditInvariant]

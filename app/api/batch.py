@@ -23,7 +23,7 @@ from app.domain.errors import InvalidInput, ReminderRelayError
 from app.domain.registration import FieldError, ItemResult, ItemStatus
 from app.services import registration
 
-from .answers import Warning_
+from .answers import ReminderWarning
 from .deps import ContainerDep, read_capped, require_api_token
 from .errors import field_name
 from .reminders import (
@@ -77,13 +77,32 @@ class BatchResult(BaseModel):
     status: ItemStatus
     error: str | None = None
     fields: list[dict[str, str]] | None = None
-    warnings: list[Warning_] | None = Field(
+    warnings: list[ReminderWarning] | None = Field(
         default=None, description="as a single PUT's warnings (reminders only, when any)"
     )
 
 
 class BatchAnswer(BaseModel):
     """One result per item, in the order sent, and how many of each status."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {"id": "r1", "status": "created"},
+                        {
+                            "id": "r2",
+                            "status": "error",
+                            "error": "invalid_input",
+                            "fields": [{"field": "customer_id", "message": "no customer 'c9'"}],
+                        },
+                    ],
+                    "counts": {"created": 1, "updated": 0, "unchanged": 0, "error": 1},
+                }
+            ]
+        }
+    )
 
     results: list[BatchResult]
     counts: dict[str, int]

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from app.domain.errors import PayloadTooLarge, Unauthenticated
 from app.observability import record_sweep
 
+from .answers import SweepAnswer
 from .deps import ContainerDep, bearer_token, read_capped, token_matches
 
 router = APIRouter()
@@ -34,7 +35,13 @@ async def _token_in_body(request: Request) -> str | None:
     return token if isinstance(token, str) else None
 
 
-@router.post("/cron/sweep")
+@router.post(
+    "/cron/sweep",
+    responses={
+        200: {"model": SweepAnswer, "description": "the sweep's report"},
+        502: {"model": SweepAnswer, "description": "the queue refused a batch (error set)"},
+    },
+)
 async def cron_sweep(request: Request, container: ContainerDep) -> JSONResponse:
     """Run one bounded sweep; 200 with the report, 502 when the queue refused a batch."""
     expected = container.settings.cron_token

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from app.domain import errors
 
@@ -59,7 +60,22 @@ async def _on_validation_error(_request: Request, error: Exception) -> JSONRespo
     )
 
 
+_FRAMEWORK_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+async def _on_framework_error(_request: Request, error: Exception) -> JSONResponse:
+    # The framework's own refusals in our body: a body that is not JSON at all (FastAPI's
+    # 400 "error parsing the body") is bad input like any other, so 422 naming the body.
+    assert isinstance(error, HTTPException)
+    if error.status_code == 400:
+        return error_response(errors.InvalidInput("body", "not valid JSON"))
+    code = _FRAMEWORK_CODES.get(error.status_code, "http_error")
+    body = {"error": code, "message": str(error.detail)}
+    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the mappings on an app."""
     app.add_exception_handler(errors.ReminderRelayError, _on_our_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(HTTPException, _on_framework_error)

@@ -7,18 +7,25 @@ from fastapi.responses import JSONResponse
 
 from app.db.readiness import inspect_database
 
+from .answers import HealthAnswer, ReadinessAnswer
 from .deps import ContainerDep
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=None, responses={200: {"model": HealthAnswer}})
 async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={
+        200: {"model": ReadinessAnswer, "description": "ready"},
+        503: {"model": ReadinessAnswer, "description": "not ready, with the reason and fix"},
+    },
+)
 async def readyz(container: ContainerDep) -> JSONResponse:
     """Ready when the database answers and its schema is at the migrations' head; otherwise
     503 with the same one-line reason (and fix) that ``reminders serve`` gives."""

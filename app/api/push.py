@@ -6,9 +6,11 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.clock import utc_now
 from app.domain.errors import (
@@ -124,3 +126,89 @@ def _fallback_id(body: bytes) -> str:
     # A malformed envelope has no usable message id; the body hash keeps redeliveries of the
     # same bytes to one dead-letter row.
     return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+_PUSH_DESCRIPTION = """\
+The queue's push target (`{queue}`: the queue's name). Called by the queue, not by
+applications: the body is authenticated as raw bytes before anything is parsed, per the
+format the queue's kind uses (REMINDERS_QUEUE, or a channel's own queue kind):
+
+- **embedded, infrai** — body `{"message_id", "payload": {"v": 1, "reminder_id", "channel",
+  "schedule_version"}, "attempt"?}`; header `X-Infrai-Signature: sha256=<hex>` = HMAC-SHA256
+  with one of REMINDERS_PUSH_SECRETS over the body, or over `<timestamp>.<body>` when
+  `X-Infrai-Timestamp` (Unix seconds, within the tolerance) is sent.
+- **cloudtasks** — body: the payload itself; `X-CloudTasks-TaskName` (message id) and
+  `X-CloudTasks-TaskRetryCount`; authenticated by Google's OIDC token
+  (`Authorization: Bearer`, audience and service account configured) or else the same
+  `sha256=` HMAC header the publisher set on the task.
+- **pubsub, wrapped** (default) — `{"message": {"data": base64(payload), "messageId",
+  "attributes"}, "subscription", "deliveryAttempt"?}`; **pubsub, unwrapped** — body: the
+  payload, `x-goog-pubsub-message-id` and `x-goog-pubsub-delivery-attempt` headers (write
+  metadata on). Either: Google's OIDC token, or a `token` query parameter equal to a push
+  secret.
+- **sns** — the SNS JSON envelope (`Type`, `MessageId`, `Message` = the payload as JSON
+  text, `TopicArn`, `Signature`, `SigningCertURL`, …) sent as text/plain, verified with
+  AWS's signature (SignatureVersion 1 or 2) for a configured topic; a
+  SubscriptionConfirmation is confirmed and answered `{"outcome": "control"}`.
+- **qstash** — body: the payload; `Upstash-Signature` JWT (HS256, current or next signing
+  key, `sub` = our push URL, `body` = base64url SHA-256 of the body), `Upstash-Message-Id`,
+  `Upstash-Retried`.
+
+200 acknowledges (`sent`, `duplicate`, `suppressed`, `cancelled`, `stale`, `expired`,
+`terminal`, `dead_lettered`, `rejected`); 503 with Retry-After asks the queue to retry
+(`retry`, `busy`, or keys to verify the push could not be fetched).
+"""
+
+
+class PushAnswer(BaseModel):
+    """The receiver's answer: the outcome and whether it acknowledges the message."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "outcome": "sent",
+                    "ack": True,
+                    "reminder_id": "r1",
+                    "channel": "email",
+                    "attempt": 1,
+                }
+            ]
+        }
+    )
+
+    outcome: str = Field(description="sent, duplicate, …, retry, busy, control")
+    ack: bool
+    reminder_id: str | None = None
+    channel: str | None = None
+    attempt: int | None = None
+    retry_after: float | None = None
+    detail: str | None = Field(default=None, description="an error class or short reason")
+
+
+def push_operation() -> dict[str, Any]:
+    """The OpenAPI operation of the push route (a plain route FastAPI does not document)."""
+    answer = {"schema": {"$ref": "#/components/schemas/PushAnswer"}}
+    return {
+        "tags": ["push"],
+        "summary": "Push",
+        "operationId": "push",
+        "description": _PUSH_DESCRIPTION,
+        "parameters": [
+            {"name": "queue", "in": "path", "required": True, "schema": {"type": "string"}}
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {}},
+                "text/plain": {"schema": {"type": "string"}},
+            },
+        },
+        "responses": {
+            "200": {"description": "acknowledged", "content": {"application/json": answer}},
+            "503": {
+                "description": "retry after Retry-After seconds",
+                "content": {"application/json": {"schema": {}}},
+            },
+        },
+    }

@@ -25,7 +25,7 @@ from app.services import customers, listing, unsubscribe
 from app.services import reminders as service
 from app.services.customers import CustomerChange
 
-from .answers import ReminderPage, ReminderStateName
+from .answers import CustomerOut, ReminderOut, ReminderPage, ReminderPut, ReminderStateName
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, Instant
 
@@ -144,7 +144,7 @@ def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@router.put("/customers/{customer_id}")
+@router.put("/customers/{customer_id}", response_model=CustomerOut)
 async def put_customer(
     customer_id: ResourceId, body: CustomerIn, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
@@ -154,13 +154,13 @@ async def put_customer(
     return _customer_out(customer)
 
 
-@router.get("/customers/{customer_id}")
+@router.get("/customers/{customer_id}", response_model=CustomerOut)
 async def get_customer(customer_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
     """One customer."""
     return _customer_out(await customers.get_customer(conn, customer_id))
 
 
-@router.delete("/customers/{customer_id}/unsubscribes/{channel}")
+@router.delete("/customers/{customer_id}/unsubscribes/{channel}", response_model=CustomerOut)
 async def resubscribe(
     customer_id: ResourceId, channel: Channel, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
@@ -173,7 +173,11 @@ async def resubscribe(
     return _customer_out(await customers.get_customer(conn, customer_id))
 
 
-@router.put("/reminders/{reminder_id}")
+@router.put(
+    "/reminders/{reminder_id}",
+    response_model=ReminderPut,
+    responses={201: {"model": ReminderPut, "description": "created"}},
+)
 async def put_reminder(
     reminder_id: ResourceId,
     body: ReminderIn,
@@ -190,13 +194,13 @@ async def put_reminder(
     return answer | {"warnings": reminder_warnings(values, container, now=now)}
 
 
-@router.get("/reminders/{reminder_id}")
+@router.get("/reminders/{reminder_id}", response_model=ReminderOut)
 async def get_reminder(reminder_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
     """A reminder with its per-channel send records."""
     return jsonable_encoder(await service.get_reminder(conn, reminder_id))
 
 
-@router.delete("/reminders/{reminder_id}")
+@router.delete("/reminders/{reminder_id}", response_model=ReminderOut)
 async def cancel_reminder(
     reminder_id: ResourceId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from app.services import listing
 from app.services import schedules as service
 from app.services.reminders import require_templates
 
-from .answers import SchedulePage
+from .answers import ScheduleOut, SchedulePage
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, Instant
 from .reminders import Channels, Cursor, IdFilter, Limit, SmallData
@@ -48,7 +48,11 @@ class ScheduleIn(ApiModel):
     data: SmallData = Field(default_factory=dict)
 
 
-@router.put("/schedules/{schedule_id}")
+@router.put(
+    "/schedules/{schedule_id}",
+    response_model=ScheduleOut,
+    responses={201: {"model": ScheduleOut, "description": "created"}},
+)
 async def put_schedule(
     schedule_id: ScheduleId,
     body: ScheduleIn,
@@ -82,13 +86,13 @@ async def list_schedules(
     return {"items": page.items, "next_cursor": page.next_cursor}
 
 
-@router.get("/schedules/{schedule_id}")
+@router.get("/schedules/{schedule_id}", response_model=ScheduleOut)
 async def get_schedule(schedule_id: ScheduleId, conn: ConnectionDep) -> dict[str, Any]:
     """A schedule with its next unsent occurrences."""
     return jsonable_encoder(await service.get_schedule(conn, schedule_id))
 
 
-@router.delete("/schedules/{schedule_id}")
+@router.delete("/schedules/{schedule_id}", response_model=ScheduleOut)
 async def delete_schedule(
     schedule_id: ScheduleId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
@@ -96,7 +100,7 @@ async def delete_schedule(
     return jsonable_encoder(await service.delete_schedule(conn, schedule_id, now=container.clock()))
 
 
-@router.post("/schedules/{schedule_id}/pause")
+@router.post("/schedules/{schedule_id}/pause", response_model=ScheduleOut)
 async def pause_schedule(
     schedule_id: ScheduleId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
@@ -104,7 +108,7 @@ async def pause_schedule(
     return jsonable_encoder(await service.pause_schedule(conn, schedule_id, now=container.clock()))
 
 
-@router.post("/schedules/{schedule_id}/resume")
+@router.post("/schedules/{schedule_id}/resume", response_model=ScheduleOut)
 async def resume_schedule(
     schedule_id: ScheduleId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:

@@ -7,7 +7,6 @@ the error class and message the send's ledger row would record.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path
@@ -15,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.services import templates as service
 
-from .answers import Channel
+from .answers import At, Channel
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, Instant
 from .reminders import ID_PATTERN, KIND_PATTERN, Channels, CustomerIn, SmallData, customer_fields
@@ -124,7 +123,7 @@ class PreviewOut(BaseModel):
     )
 
     kind: str
-    due_at: datetime
+    due_at: At
     messages: list[PreviewMessage]
 
 

@@ -1,0 +1,159 @@
+"""The OpenAPI document as clients see the service: credentials, the real error body, the
+push route per queue format and the kinds the templates offer.
+
+FastAPI documents what it can infer. The rest is added here, once, from the routes
+themselves: each route's credential check gives its security scheme (so ``/docs`` has a
+working Authorize button) and its 401; every error is the body ``errors.py`` writes
+(``{"error", "message", "fields"}``), never FastAPI's ``{"detail"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute, iter_route_contexts
+from pydantic import BaseModel, Field
+
+from app.adapters.rendering import Renderer
+
+from .deps import require_admin_token, require_api_token
+from .push import PUSH_PATH, PushAnswer, push_operation
+
+SCHEMES: dict[str, dict[str, str]] = {
+    "ApiToken": {"description": "REMINDERS_API_TOKEN: the application's routes"},
+    "AdminToken": {"description": "REMINDERS_ADMIN_TOKEN: the operator API"},
+    "CronToken": {"description": "REMINDERS_CRON_TOKEN: the cron target"},
+}
+_SCHEME_OF_CHECK: dict[Callable[..., Any], str] = {
+    require_api_token: "ApiToken",
+    require_admin_token: "AdminToken",
+}
+_EXTRA_SCHEME = {"/cron/sweep": "CronToken"}  # the route checks its token itself (or in the body)
+
+
+class FieldProblem(BaseModel):
+    """One wrong field of a request."""
+
+    field: str = Field(description="dotted path (data.x), a parameter's name, or body")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer of the service."""
+
+    error: str = Field(description="unauthenticated, not_found, conflict, invalid_input, …")
+    message: str
+    fields: list[FieldProblem] | None = Field(default=None, description="only on 422")
+
+
+_ERRORS = {
+    "401": "missing or wrong bearer token",
+    "404": "no such id",
+    "409": "not possible in the current state",
+    "413": "body over the size cap",
+    "422": "a field or parameter is wrong; fields names each one",
+}
+_ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve the completed document as the app's ``/openapi.json`` (built once)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            complete(schema, app, kinds=_kinds(app))
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _kinds(app: FastAPI) -> list[str]:
+    container = getattr(app.state, "container", None)
+    renderer = container.renderer if container is not None else Renderer()
+    return renderer.kinds()
+
+
+def complete(schema: dict[str, Any], app: FastAPI, *, kinds: list[str]) -> None:
+    """Add credentials, error answers, the push route and the known kinds to ``schema``."""
+    components = schema.setdefault("components", {})
+    components["securitySchemes"] = {
+        name: {"type": "http", "scheme": "bearer", **fields} for name, fields in SCHEMES.items()
+    }
+    schemas = components.setdefault("schemas", {})
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    schemas |= _model_schemas(ErrorBody) | _model_schemas(PushAnswer)
+    schema["paths"][PUSH_PATH] = {"post": push_operation()}
+    for context in iter_route_contexts(app.routes):  # routes of included routers too
+        route = context.route
+        if isinstance(route, APIRoute) and route.include_in_schema:
+            for method in route.methods or ():
+                operation = schema["paths"][route.path_format].get(method.lower())
+                if operation is not None:
+                    _complete_operation(operation, route, method)
+    _document_errors(schema["paths"][PUSH_PATH]["post"], ["401", "404", "413"])
+    _name_kinds(schemas, schema["paths"], kinds)
+
+
+def _model_schemas(model: type[BaseModel]) -> dict[str, Any]:
+    found = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    nested = found.pop("$defs", {})
+    return {model.__name__: found, **nested}
+
+
+def _complete_operation(operation: dict[str, Any], route: APIRoute, method: str) -> None:
+    scheme = _scheme(route)
+    codes = ["422"] if route.dependant.path_params or _takes_input(operation) else []
+    if scheme is not None:
+        operation["security"] = [{scheme: []}]
+        codes.append("401")
+    if route.dependant.path_params and not route.path.endswith("/preview"):
+        # GET: an unknown id; PUT creates, so only a state conflict; the rest both.
+        codes += {"GET": ["404"], "PUT": ["409"]}.get(method, ["404", "409"])
+    if "requestBody" in operation:
+        codes.append("413")
+    _document_errors(operation, codes)
+
+
+def _takes_input(operation: dict[str, Any]) -> bool:
+    return bool(operation.get("parameters")) or "requestBody" in operation
+
+
+def _scheme(route: APIRoute) -> str | None:
+    for dependency in route.dependant.dependencies:
+        if dependency.call in _SCHEME_OF_CHECK:
+            return _SCHEME_OF_CHECK[dependency.call]
+    return _EXTRA_SCHEME.get(route.path)
+
+
+def _document_errors(operation: dict[str, Any], codes: list[str]) -> None:
+    responses = operation.setdefault("responses", {})
+    for code in codes:
+        responses[code] = {
+            "description": _ERRORS[code],
+            "content": {"application/json": {"schema": _ERROR_REF}},
+        }
+
+
+def _name_kinds(schemas: dict[str, Any], paths: dict[str, Any], kinds: list[str]) -> None:
+    # Webhook-only reminders may use any kind, so the list is a description, not an enum.
+    note = f"The templates offer: {', '.join(kinds)} (GET /v1/templates)."
+    for model in schemas.values():
+        kind = model.get("properties", {}).get("kind")
+        if kind is not None and "pattern" in kind:
+            kind["description"] = note
+    for operations in paths.values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] == "kind":
+                    parameter["description"] = note

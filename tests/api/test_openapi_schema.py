@@ -1,0 +1,139 @@
+"""The OpenAPI document a client generator reads: credentials, typed answers, the real error
+body, 201 where routes create, the push route per queue format and the template kinds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.adapters.rendering import Renderer
+from app.main import create_app
+from tests.conftest import make_settings
+from tests.support.flow import API
+
+ERROR_REF = "#/components/schemas/ErrorBody"
+SCHEME_BY_TAG = {
+    "reminders": "ApiToken",
+    "schedules": "ApiToken",
+    "templates": "ApiToken",
+    "operations": "AdminToken",
+}
+
+
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory):
+    """The document as /openapi.json serves it (no database needed to build it)."""
+    tmp = tmp_path_factory.mktemp("openapi")
+    app = create_app(make_settings(f"sqlite+aiosqlite:///{tmp}/x.db", tmp))
+    return app.openapi()
+
+
+def _operations(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            yield f"{method.upper()} {path}", operation
+
+
+def test_each_credential_is_a_bearer_scheme_on_its_routes(schema):
+    """ApiToken, AdminToken and CronToken are HTTP bearer schemes, and each route behind one
+    declares it (the Authorize button of /docs) and documents its 401 as the error body."""
+    schemes = schema["components"]["securitySchemes"]
+    assert {name: s["scheme"] for name, s in schemes.items()} == {
+        "ApiToken": "bearer",
+        "AdminToken": "bearer",
+        "CronToken": "bearer",
+    }
+    for label, operation in _operations(schema):
+        tag = (operation.get("tags") or [None])[0]
+        expected = SCHEME_BY_TAG.get(tag) or ("CronToken" if "/cron/" in label else None)
+        if expected is None:
+            assert "security" not in operation, label
+            continue
+        assert operation["security"] == [{expected: []}], label
+        assert operation["responses"]["401"]["content"]["application/json"]["schema"] == {
+            "$ref": ERROR_REF
+        }, label
+
+
+def test_errors_are_our_body_never_fastapis_detail(schema):
+    """No HTTPValidationError anywhere; every 4xx answer documented is ErrorBody, and every
+    operation taking input documents its 422."""
+    assert "HTTPValidationError" not in json.dumps(schema)
+    assert set(schema["components"]["schemas"]["ErrorBody"]["properties"]) == {
+        "error",
+        "message",
+        "fields",
+    }
+    for label, operation in _operations(schema):
+        for status, response in operation["responses"].items():
+            if status.startswith("4"):
+                content = response["content"]["application/json"]["schema"]
+                assert content == {"$ref": ERROR_REF}, (label, status)
+        if operation.get("parameters") or "requestBody" in operation:
+            assert "422" in operation["responses"] or label.startswith("POST /push"), label
+
+
+def test_creating_routes_document_201_and_lookups_404(schema):
+    """PUT of a reminder or schedule documents 201 (created) beside 200; GET by id 404."""
+    for path in ("/v1/reminders/{reminder_id}", "/v1/schedules/{schedule_id}"):
+        responses = schema["paths"][path]["put"]["responses"]
+        assert responses["201"]["content"] == responses["200"]["content"]
+        assert "404" in schema["paths"][path]["get"]["responses"]
+        assert "409" in schema["paths"][path]["delete"]["responses"]
+
+
+def test_application_answers_are_typed_with_examples(schema):
+    """Every application route's 200 answer is a named model that carries an example."""
+    components = schema["components"]["schemas"]
+    for label, operation in _operations(schema):
+        if (operation.get("tags") or [None])[0] not in ("reminders", "schedules", "templates"):
+            continue
+        ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        model = components[ref.rsplit("/", 1)[-1]]
+        assert model.get("examples") or model.get("example"), label
+    put = components["ReminderPut"]["properties"]
+    assert "warnings" in put and "send_records" in put
+
+
+def test_push_route_is_documented_per_queue_format(schema):
+    """POST /push/{queue} is in the document, describing each format's headers and body."""
+    push = schema["paths"]["/push/{queue}"]["post"]
+    text = push["description"]
+    for needle in (
+        "X-Infrai-Signature",
+        "X-Infrai-Timestamp",
+        "X-CloudTasks-TaskName",
+        "pubsub, wrapped",
+        "pubsub, unwrapped",
+        "x-goog-pubsub-message-id",
+        "SigningCertURL",
+        "Upstash-Signature",
+    ):
+        assert needle in text, needle
+    assert {"200", "401", "404", "413", "503"} <= set(push["responses"])
+
+
+def test_kinds_from_the_templates_are_named(schema):
+    """The kind fields and the preview's kind parameter list the kinds the templates offer."""
+    kinds = Renderer().kinds()
+    described = schema["components"]["schemas"]["ReminderIn"]["properties"]["kind"]["description"]
+    assert all(kind in described for kind in kinds) and kinds
+    [param] = schema["paths"]["/v1/templates/{kind}/preview"]["post"]["parameters"]
+    assert all(kind in param["description"] for kind in kinds)
+
+
+@pytest.mark.anyio
+async def test_a_body_that_is_not_json_is_a_422_in_our_body(client):
+    """FastAPI's own 400 for an unparsable body (found by the conformance run) answers as
+    every bad input does: 422 invalid_input naming the body; an unknown path is our 404."""
+    response = await client.put(
+        "/v1/customers/c1",
+        content=b"\xff\x00{",
+        headers={**API, "content-type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_input"
+    assert response.json()["fields"] == [{"field": "body", "message": "body: not valid JSON"}]
+    missing = await client.get("/v1/nothing-here", headers=API)
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
