@@ -16,6 +16,14 @@ from app.services import dead_letters as service
 
 from .deps import ConnectionDep, Container, ContainerDep, require_admin_token
 from .inputs import ApiModel, Text
+from .operator_answers import (
+    DeadLetterPage,
+    DeadLetterShown,
+    DeadLetterSummary,
+    RedriveReport,
+    SendPage,
+    documented,
+)
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)], tags=["operations"])
 
@@ -93,7 +101,7 @@ def _page(page: service.Page) -> dict[str, Any]:
     return jsonable_encoder({"items": page.items, "next_cursor": page.next_cursor})
 
 
-@router.get("/dead-letters")
+@router.get("/dead-letters", **documented(DeadLetterPage))
 async def list_dead_letters(
     conn: ConnectionDep,
     container: ContainerDep,
@@ -109,14 +117,18 @@ async def list_dead_letters(
     return _page(page)
 
 
-@router.get("/dead-letters/summary")
+@router.get(
+    "/dead-letters/summary", response_model=None, responses={200: {"model": DeadLetterSummary}}
+)
 async def summarize_dead_letters(conn: ConnectionDep, container: ContainerDep) -> dict[str, Any]:
     """Open dead letters grouped by reason and error class, with the oldest age."""
     groups = await service.summarize(conn, now=container.clock())
     return jsonable_encoder({"groups": groups})
 
 
-@router.post("/dead-letters/redrive")
+@router.post(
+    "/dead-letters/redrive", response_model=None, responses={200: {"model": RedriveReport}}
+)
 async def redrive_by_filter(body: RedriveByFilter, container: ContainerDep) -> dict[str, Any]:
     """Redrive every open dead letter matching the filters (``dry_run`` to preview)."""
     report = await service.redrive_dead_letters(
@@ -125,7 +137,11 @@ async def redrive_by_filter(body: RedriveByFilter, container: ContainerDep) -> d
     return jsonable_encoder(report.to_json())
 
 
-@router.get("/dead-letters/{dead_letter_id}")
+@router.get(
+    "/dead-letters/{dead_letter_id}",
+    response_model=None,
+    responses={200: {"model": DeadLetterShown}},
+)
 async def show_dead_letter(
     dead_letter_id: RowId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
@@ -136,7 +152,11 @@ async def show_dead_letter(
     return jsonable_encoder(shown)
 
 
-@router.post("/dead-letters/{dead_letter_id}/redrive")
+@router.post(
+    "/dead-letters/{dead_letter_id}/redrive",
+    response_model=None,
+    responses={200: {"model": RedriveReport}},
+)
 async def redrive_dead_letter(
     dead_letter_id: RowId, container: ContainerDep, dry_run: DryRun = False
 ) -> dict[str, Any]:
@@ -147,7 +167,7 @@ async def redrive_dead_letter(
     return jsonable_encoder(report.to_json())
 
 
-@router.get("/sends")
+@router.get("/sends", **documented(SendPage))
 async def list_sends(
     conn: ConnectionDep,
     container: ContainerDep,
@@ -171,7 +191,11 @@ async def list_sends(
     return _page(page)
 
 
-@router.post("/sends/{send_record_id}/redrive")
+@router.post(
+    "/sends/{send_record_id}/redrive",
+    response_model=None,
+    responses={200: {"model": RedriveReport}},
+)
 async def redrive_send(
     send_record_id: RowId, container: ContainerDep, dry_run: DryRun = False
 ) -> dict[str, Any]:

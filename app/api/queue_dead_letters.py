@@ -12,6 +12,7 @@ from app.services import embedded_dead as service
 
 from .deps import ConnectionDep, ContainerDep, require_admin_token
 from .inputs import Text
+from .operator_answers import DeadMessagePage, DeadMessagesRedriven, documented
 
 router = APIRouter(
     prefix="/v1/queues/embedded",
@@ -29,7 +30,7 @@ class RedriveMessages(BaseModel):
     )
 
 
-@router.get("/dead")
+@router.get("/dead", **documented(DeadMessagePage))
 async def list_dead_messages(
     conn: ConnectionDep,
     cursor: Annotated[Text | None, Query(max_length=80)] = None,
@@ -40,7 +41,7 @@ async def list_dead_messages(
     return jsonable_encoder({"items": page.items, "next_cursor": page.next_cursor})
 
 
-@router.post("/dead/redrive")
+@router.post("/dead/redrive", **documented(DeadMessagesRedriven))
 async def redrive_dead_messages(
     body: RedriveMessages, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
