@@ -253,16 +253,18 @@ def _sweep(engine, clock, publisher, *, budget: float, monotonic):
 
 async def test_the_sweep_purges_after_publishing_with_the_budget_left(engine):
     """Due reminders (scheduled:old) are published first, and the catch-up republishes the
-    enqueued one whose message never came back (enqueued:old); old finished ones go with
-    the budget left."""
+    enqueued one whose message never came back (enqueued:old) and the cancelled one whose
+    claim was left 'sending' long ago (cancelled:sending, so the receiver can settle it);
+    old finished ones go with the budget left."""
     await _seed(engine)
     clock = FakeClock(EDGE + TICK)
     recorder = RecordingPublisher(clock)
     report = await _sweep(engine, clock, recorder, budget=60, monotonic=lambda: 0.0)
-    assert (report.enqueued, report.republished) == (1, 1)
+    assert (report.enqueued, report.republished) == (1, 2)
     assert recorder.publish_counts() == {
         ("scheduled:old", "email"): 1,
         ("enqueued:old", "email"): 1,
+        ("cancelled:sending", "email"): 1,
     }
     assert report.purged is not None and report.purged.counts["reminders"] == 5
     assert report.to_json()["purged"]["reminders"] == 5

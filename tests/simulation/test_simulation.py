@@ -31,6 +31,7 @@ async def bed(clean_database_url: str, tmp_path: Path) -> AsyncIterator[Bed]:
         yield built
 
 
+@pytest.mark.timeout(900)  # a minute on two idle cores; a loaded machine takes longer
 def test_every_seed_keeps_the_invariants_on_sqlite(db_backend: str, tmp_path: Path):
     """Hundreds of seeded runs under chaos, on every core; a failure names its seed. The
     chaos really happened: crashes, dropped connections and a queue that gave up."""
@@ -45,6 +46,7 @@ def test_every_seed_keeps_the_invariants_on_sqlite(db_backend: str, tmp_path: Pa
 
 
 @pytest.mark.anyio
+@pytest.mark.timeout(600)
 async def test_every_seed_keeps_the_invariants_on_postgresql(bed: Bed, db_backend: str):
     """A few seeded runs on PostgreSQL, one after another in this process."""
     if db_backend != "postgresql":
