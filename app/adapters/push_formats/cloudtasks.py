@@ -42,7 +42,8 @@ class CloudTasksPushFormat:
         self._signature_header = signature_header.lower()
 
     async def authenticate(self, request: PushRequest, *, now: float) -> None:
-        """Raise ``Unauthenticated`` unless the OIDC token (or else the HMAC) checks out."""
+        """Raise ``Unauthenticated`` unless the OIDC token (or else the HMAC) checks out;
+        ``AuthenticationUnavailable`` (503) when Google's certificates cannot be fetched."""
         if self._oidc is not None:
             await self._oidc.verify(request.headers, now=now)
             return

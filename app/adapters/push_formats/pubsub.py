@@ -40,7 +40,8 @@ class PubSubPushFormat:
         self._tokens = tuple(tokens)
 
     async def authenticate(self, request: PushRequest, *, now: float) -> None:
-        """Raise ``Unauthenticated`` unless the OIDC token (or else the query token) matches."""
+        """Raise ``Unauthenticated`` unless the OIDC token (or else the query token) matches;
+        ``AuthenticationUnavailable`` (503) when Google's certificates cannot be fetched."""
         if self._oidc is not None:
             await self._oidc.verify(request.headers, now=now)
             return
