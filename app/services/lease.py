@@ -39,6 +39,7 @@ class LeaseKeeper:
     record: SendRecordView
     lease_until: datetime
     reported: bool = False
+    renewing: bool = False  # a renewal statement is in flight
 
     async def run(self, send: Callable[[], Awaitable[T]]) -> T:
         """Await ``send`` with the lease renewed meanwhile; report a lease outlived."""
@@ -47,8 +48,12 @@ class LeaseKeeper:
             result = await send()
         finally:
             renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            # Only a renewal statement in flight is waited for, so the finalize never races
+            # it; a renewer still sleeping (nearly every send) ends on its own, and the
+            # delivery does not give up its turn on the event loop to watch it go.
+            if self.renewing:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewer
         if self.clock() > self.lease_until and not self.reported:
             self._outlived("send_outlasted_lease")
         return result
@@ -57,6 +62,7 @@ class LeaseKeeper:
         while True:
             await self.sleep(self.lease.total_seconds() / 3)
             now = self.clock()
+            self.renewing = True
             try:
                 renewed = await self.ledger.renew_lease(
                     self.record, now=now, lease_until=now + self.lease
@@ -64,6 +70,8 @@ class LeaseKeeper:
             except LedgerUnavailable as error:  # the next tick tries again
                 log.warning("lease renewal of %s failed: %s", self.key.idempotency_key, error)
                 continue
+            finally:
+                self.renewing = False
             if not renewed:
                 self._outlived("renewal_refused")
                 return

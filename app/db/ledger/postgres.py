@@ -205,11 +205,15 @@ def raw_pool(engine: AsyncEngine, *, size: int) -> asyncpg.Pool:
     Connections open on demand, at most ``size``. asyncpg drops a connection that failed
     or was closed by the server (``pg_terminate_backend``, a restart) instead of handing it
     out again. Its default reset on release (one more round trip each time) is skipped: a
-    connection is borrowed for one autocommit statement and carries no session state.
+    connection is borrowed for one autocommit statement and carries no session state. Nor
+    does an idle connection expire (``max_inactive_connection_lifetime=0``): the expiry arms
+    a timer on every release and cancels it on every acquire, for connections the
+    engine's pool keeps open all the same.
     """
     return asyncpg.create_pool(
-        **connect_kwargs(engine), min_size=0, max_size=size, reset=_keep_session
-    )
+        **connect_kwargs(engine), min_size=0, max_size=size, reset=_keep_session,
+        max_inactive_connection_lifetime=0,
+    )  # fmt: skip
 
 
 async def _keep_session(_connection: asyncpg.Connection) -> None:
