@@ -24,7 +24,7 @@ from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import instrument_providers
 from app.observability.tracing import enable_tracing, instrument_libraries
 from app.services.catchup import CatchUpLimits
-from app.services.receive import DeliveryPolicy, Receiver
+from app.services.receive import DeliveryPolicy, Receiver, SentKeys
 from app.services.retention import RetentionPolicy
 from app.services.sweep import SweepLimits, SweepReport, sweep
 from app.settings import Settings
@@ -102,6 +102,7 @@ def build_container(
         policy=_delivery_policy(settings),
         clock=clock,
         rand=rand or random.SystemRandom(),
+        sent=SentKeys(seconds=SentKeys.seconds_for_retention(settings.retention_days)),
     )
     container = Container(
         settings=settings,

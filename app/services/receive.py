@@ -35,9 +35,17 @@ from app.observability.tracing import set_span_attribute, span, tracing_enabled
 
 from .lease import LeaseKeeper
 from .receive_finalize import finalize_failure, finalize_sent, finalize_without_send, lease_lost
-from .receive_model import Answer, DeliveryPolicy, Receiver, answer_for, dead_letter
+from .receive_model import (
+    Answer,
+    DeliveryPolicy,
+    Receiver,
+    SentKeys,
+    answer_for,
+    dead_letter,
+    duplicate_of_sent,
+)
 
-__all__ = ["Answer", "DeliveryPolicy", "Receiver", "quarantine", "receive_delivery"]
+__all__ = ["Answer", "DeliveryPolicy", "Receiver", "SentKeys", "quarantine", "receive_delivery"]
 
 log = logging.getLogger("reminders.receiver")
 
@@ -71,6 +79,9 @@ async def _receive(receiver: Receiver, delivery: Delivery, payload: DeliveryPayl
     provider = receiver.providers[payload.channel]
     key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
     now = receiver.clock()
+    sent_by = receiver.sent.get(key, now)
+    if sent_by is not None:  # sent is final: the database would answer the same
+        return duplicate_of_sent(key, sent_by)
     claim = await receiver.ledger.claim_or_read(
         key, now=now, lease_until=now + receiver.policy.lease
     )

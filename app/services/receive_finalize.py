@@ -47,6 +47,7 @@ async def finalize_sent(
         "next_attempt_at": None,
     }
     await _finalize(receiver, key, record, reminder, values, now=now)
+    receiver.sent.add(key, record.attempt_count, sent_at=now)  # committed: copies need no database
     return answer_for(Decision(Outcome.SENT), key, record, claimed=True)
 
 

@@ -36,6 +36,59 @@ class DeliveryPolicy:
     finalize_retry_seconds: float = 30.0
 
 
+# How many sent keys a process keeps (``SentKeys``), ~200 bytes each, and for how long.
+SENT_KEYS = 50_000
+SENT_KEYS_SECONDS = 60.0
+
+
+class SentKeys:
+    """Keys this process sent, with their attempt: for a while, their duplicates (the hot
+    "already sent" answer) are answered without a database round trip.
+
+    Honest across replicas because a ``sent`` row never changes back: a redrive selects
+    only dead and terminal rows (a redrive puts those back to pending under the same key,
+    perhaps from another replica, so they are never kept), and a reschedule or cancel of a
+    reminder whose every channel is final is refused. Only retention deletes a sent row,
+    with its reminder, once both were unchanged for the retention period; then the id may
+    be used again. So a key is kept only from this process's own committed finalize (its
+    send time known) and for less than half the retention period
+    (``seconds_for_retention``): it is gone before its row can be purged. Lost with the
+    process (the database answers again); past ``size`` keys the oldest goes first.
+    """
+
+    __slots__ = ("_kept", "_life", "_size")
+
+    def __init__(self, size: int = SENT_KEYS, seconds: float = SENT_KEYS_SECONDS) -> None:
+        self._size = size
+        self._life = timedelta(seconds=seconds)
+        self._kept: dict[LedgerKey, tuple[int, datetime]] = {}
+
+    @staticmethod
+    def seconds_for_retention(retention_days: float) -> float:
+        """How long a key may be kept under a retention period (0 days: rows are kept)."""
+        if retention_days <= 0:
+            return SENT_KEYS_SECONDS
+        return min(SENT_KEYS_SECONDS, retention_days * 86400 / 2)
+
+    def get(self, key: LedgerKey, now: datetime) -> int | None:
+        """The attempt that sent ``key``, while this process may still vouch for it."""
+        kept = self._kept.get(key)
+        if kept is None:
+            return None
+        if now >= kept[1]:
+            del self._kept[key]
+            return None
+        return kept[0]
+
+    def add(self, key: LedgerKey, attempt: int, *, sent_at: datetime) -> None:
+        """Remember that ``attempt`` sent ``key`` at ``sent_at`` (its finalize committed)."""
+        if self._size <= 0:
+            return
+        if len(self._kept) >= self._size and key not in self._kept:
+            del self._kept[next(iter(self._kept))]  # insertion order: the oldest
+        self._kept[key] = (attempt, sent_at + self._life)
+
+
 @dataclass(frozen=True, slots=True)
 class Receiver:
     """Everything the receiver needs, built once at startup."""
@@ -50,6 +103,8 @@ class Receiver:
     rand: RandomSource
     # Waits between finalize retries; tests and the simulation pass their own.
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    # Duplicates of keys known sent, answered in process (copies of a receiver share it).
+    sent: SentKeys = field(default_factory=SentKeys)
 
     # The channel names payloads may carry: derived from providers once, not per delivery.
     channels: frozenset[str] = field(init=False)
@@ -100,6 +155,13 @@ def answer_for(
         attempt=record.attempt_count,
         detail=decision.detail,
         claimed=claimed,
+    )
+
+
+def duplicate_of_sent(key: LedgerKey, attempt: int) -> Answer:
+    """The answer to a delivery whose key was already sent (as ``answer_unclaimed`` gives)."""
+    return Answer(
+        Outcome.DUPLICATE, reminder_id=key.reminder_id, channel=key.channel, attempt=attempt
     )
 
 
