@@ -102,7 +102,6 @@ def build_container(
         policy=_delivery_policy(settings),
         clock=clock,
         rand=rand or random.SystemRandom(),
-        sent=SentKeys(seconds=SentKeys.seconds_for_retention(settings.retention_days)),
     )
     container = Container(
         settings=settings,
@@ -167,6 +166,7 @@ def _delivery_policy(settings: Settings) -> DeliveryPolicy:
         max_attempts=settings.max_attempts,
         backoff=settings.backoff,
         usefulness_grace=timedelta(seconds=settings.usefulness_grace_seconds),
+        sent_keys_seconds=SentKeys.seconds_for_retention(settings.retention_days),
     )
 
 

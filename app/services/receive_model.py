@@ -21,21 +21,6 @@ from app.domain.states import Outcome
 
 from .durable import FinalizeRetry
 
-
-@dataclass(frozen=True, slots=True)
-class DeliveryPolicy:
-    """The knobs of the receiver, from settings."""
-
-    lease: timedelta
-    provider_timeout_seconds: float
-    max_attempts: int
-    backoff: BackoffPolicy
-    usefulness_grace: timedelta
-    # How long a finalize is retried while the database is unreachable (services/durable.py):
-    # longer than a PostgreSQL failover.
-    finalize_retry_seconds: float = 30.0
-
-
 # How many sent keys a process keeps (``SentKeys``), ~200 bytes each, and for how long.
 SENT_KEYS = 50_000
 SENT_KEYS_SECONDS = 60.0
@@ -90,6 +75,22 @@ class SentKeys:
 
 
 @dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """The knobs of the receiver, from settings."""
+
+    lease: timedelta
+    provider_timeout_seconds: float
+    max_attempts: int
+    backoff: BackoffPolicy
+    usefulness_grace: timedelta
+    # How long a finalize is retried while the database is unreachable (services/durable.py):
+    # longer than a PostgreSQL failover.
+    finalize_retry_seconds: float = 30.0
+    # How long a key this process sent answers its duplicates from memory (``SentKeys``).
+    sent_keys_seconds: float = SENT_KEYS_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
 class Receiver:
     """Everything the receiver needs, built once at startup."""
 
@@ -103,14 +104,16 @@ class Receiver:
     rand: RandomSource
     # Waits between finalize retries; tests and the simulation pass their own.
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    # Duplicates of keys known sent, answered in process (copies of a receiver share it).
-    sent: SentKeys = field(default_factory=SentKeys)
 
     # The channel names payloads may carry: derived from providers once, not per delivery.
     channels: frozenset[str] = field(init=False)
+    # The keys this receiver sent, whose duplicates it answers from memory; a copy of a
+    # receiver (``dataclasses.replace``) starts with none.
+    sent: SentKeys = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "channels", frozenset(self.providers))
+        object.__setattr__(self, "sent", SentKeys(seconds=self.policy.sent_keys_seconds))
 
     @property
     def finalize_retry(self) -> FinalizeRetry:
