@@ -9,7 +9,7 @@ its clock moving forward (nothing else it compares with those instants is stored
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -50,6 +50,26 @@ async def age_ledger(engine: AsyncEngine, by: timedelta) -> None:
                 values = {name: row[i + 1] for i, name in enumerate(names)}
                 aged = {name: value - by for name, value in values.items() if value is not None}
                 await conn.execute(update(table).where(table.c.id == row.id).values(**aged))
+
+
+async def assert_only_our_retry_is_owed(ledger: Any, endpoint: Endpoint) -> None:
+    """After the queue gave up: one failed call, the ledger row waiting on our retry."""
+    [row] = await ledger.rows()
+    assert (row["state"], row["attempt_count"]) == ("pending", 1)
+    assert len(endpoint.requests) == 1 and not endpoint.accepted
+
+
+async def catch_up_and_send_once(
+    deployment: Any, ledger: Any, endpoint: Endpoint, *, busy: int
+) -> None:
+    """Later: the sweep republishes the lost message and the reminder is sent exactly once."""
+    await age_ledger(ledger.engine, LATER)
+    assert (await deployment.sweep())["republished"] == 1
+    await deployment.wait_sent(ledger, 1, timeout=60)
+    [row] = await ledger.rows()
+    assert (row["state"], row["attempt_count"]) == ("sent", 2)
+    assert len(endpoint.requests) == 2 and sum(endpoint.accepted.values()) == 1
+    assert await deployment.outcomes() == {"retry": 1, "busy": busy, "sent": 1}
 
 
 def fail_once_for_longer_than_the_queue_waits(endpoint: Endpoint) -> None:
