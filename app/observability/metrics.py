@@ -182,6 +182,7 @@ class InstrumentedProvider:
     def __init__(self, inner: ChannelProvider) -> None:
         self.inner = inner
         self.name = inner.name
+        self._span_attributes = {"reminders.provider": inner.name}  # built once, not per send
 
     async def send(
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
@@ -189,7 +190,7 @@ class InstrumentedProvider:
         """Call the wrapped provider and observe its latency under its result."""
         started, result = time.perf_counter(), "ok"
         try:
-            with span("reminders.provider.send", attributes={"reminders.provider": self.name}):
+            with span("reminders.provider.send", attributes=self._span_attributes):
                 return await self.inner.send(
                     message, idempotency_key=idempotency_key, timeout=timeout
                 )

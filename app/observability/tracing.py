@@ -22,8 +22,6 @@ import functools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from app.domain.messages import MAX_TRACEPARENT_LENGTH
-
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -105,7 +103,7 @@ def _start(
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     context = None
-    if isinstance(traceparent, str) and len(traceparent) <= MAX_TRACEPARENT_LENGTH:
+    if traceparent:  # already a bounded string (parse_delivery_payload)
         # An invalid value extracts to an empty context: a new trace, never an error.
         context = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
     with tracer.start_as_current_span(name, context=context, attributes=attributes) as current:

@@ -96,10 +96,9 @@ class Summary:
 
     def merge(self, other: Summary) -> None:
         """Fold another series (another process's) into this one."""
-        for name in ("seeds", "clean", "deliveries", "crashes", "drops",
-                     "unknown_outcome_window", "queue_gave_up"):  # fmt: skip
+        for counter in dataclasses.fields(self):  # every count adds up; failures concatenate
+            name = counter.name
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.failures += other.failures
 
 
 async def run_seeds(database_url: str, workdir: Path, seeds: Iterable[int], steps: int) -> Summary:

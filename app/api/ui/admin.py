@@ -159,15 +159,20 @@ def _links(letters: str | None, sends: str | None, n: int, context: dict[str, An
 
 
 async def _live_context(
-    container: Container, current: session.Session, letters: str | None, sends: str | None, n: int
-) -> dict[str, Any]:
-    """What the self-refreshing region shows: figures, chart, one page of each listing."""
+    request: Request, letters: str | None, sends: str | None, n: int
+) -> tuple[Container, dict[str, Any]] | None:
+    """What the self-refreshing region shows: figures, chart, one page of each listing
+    (None without a valid session)."""
+    container = get_container(request)
+    current = await _session(request, container)
+    if current is None:
+        return None
     now = container.clock()
     async with container.engine.connect() as conn:
         context = await operations.overview(
             conn, now=now, limit=n, letters_cursor=letters, sends_cursor=sends
         )
-    return context | {
+    return container, context | {
         "chart": chart.stacked_bars(context["hourly"].starts, context["hourly"].series),
         "csrf": session.csrf_token(container.settings.admin_token, current.value),
         "links": _links(letters, sends, n, context),
@@ -184,11 +189,10 @@ async def index(
     n: PageSize = DEFAULT_PAGE_SIZE,
 ) -> Response:
     """The live region (figures, chart, dead letters, sends) and the reminder lookup."""
-    container = get_container(request)
-    current = await _session(request, container)
-    if current is None:
+    live = await _live_context(request, letters, sends, n)
+    if live is None:
         return _to_login()
-    context = await _live_context(container, current, letters, sends, n)
+    container, context = live
     term = activity.search_term(reminder)
     found, matches = None, []
     if term is not None:
@@ -207,12 +211,10 @@ async def live(
     n: PageSize = DEFAULT_PAGE_SIZE,
 ) -> Response:
     """The live region alone: what the page's script swaps in every few seconds."""
-    container = get_container(request)
-    current = await _session(request, container)
-    if current is None:
+    live = await _live_context(request, letters, sends, n)
+    if live is None:
         return _to_login()
-    context = await _live_context(container, current, letters, sends, n)
-    return _render(request, "_live.html", context)
+    return _render(request, "_live.html", live[1])
 
 
 @router.get("/static/live.js")
