@@ -34,7 +34,7 @@ def dead_letter_table(items: list[dict[str, Any]]) -> Table:
         Column("channel"),
         Column("error class", min_width=12),
         Column("tries", justify="right"),
-        Column("age"),
+        Column("age", priority=1),  # ids are 64-bit: at 80 columns the age goes first
         Column("reason", min_width=18, priority=2),
         Column("send state", priority=3),
         Column("queue", min_width=10, priority=4),

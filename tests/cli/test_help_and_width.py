@@ -77,3 +77,32 @@ def test_a_table_drops_its_least_useful_columns_before_cutting_a_value():
     text = console.export_text()
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 30
     assert "".join(text.split()).count("digest-cust_1842:2026-08-17T09:00") == 1
+
+
+def test_a_dead_letter_with_a_large_id_keeps_its_reminder_whole_at_80_columns():
+    """Ids are 64-bit: a seven-digit dead-letter id and a 33-character reminder id still fit
+    80 columns on one line each (the age goes before the reminder is wrapped)."""
+    from rich.console import Console
+
+    from app.cli.dead_letters_tables import dead_letter_table
+
+    reminder_id = "digest-cust_1842:2026-08-17T09:00"
+    item = {
+        "id": 1234567,
+        "reminder_id": reminder_id,
+        "channel": "email",
+        "error_class": "smtp_4xx",
+        "attempts": 3,
+        "age_seconds": 9_700_000,
+        "reason": "attempts_exhausted",
+        "send_state": "dead",
+        "queue": "reminders",
+        "redriven_at": None,
+    }
+    console = Console(width=80, record=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("app.cli.dead_letters_tables.console", console)
+        console.print(dead_letter_table([item]))
+    text = console.export_text()
+    assert reminder_id in text and "1234567" in text and "smtp_4xx" in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
