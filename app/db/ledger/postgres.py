@@ -16,7 +16,8 @@ BEGIN/COMMIT round trips, nothing held while a provider is called.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,13 +31,13 @@ from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
 
 from .core import CoreLedger
+from .group_commit import GroupCommit
+from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
 from .postgres_sql import (
-    CLAIM_OR_READ,
     FINALIZE_COLUMNS,
     GET_RECORD,
     RELEASE,
     SETTLE,
-    finalize_statement,
 )
 from .rows import send_context, send_record_view
 
@@ -61,13 +62,17 @@ class PgLedger(CoreLedger):
     the engine. The two pools split the process's connection budget (``engine.py``).
     """
 
-    def __init__(self, engine: AsyncEngine, *, size: int) -> None:
+    def __init__(self, engine: AsyncEngine, *, size: int, statements_in_flight: int = 2) -> None:
         super().__init__(engine)
         self._size = size
+        self._in_flight = statements_in_flight  # per kind of group statement
         # Made on first use: asyncpg binds a pool to the event loop running when it is built,
         # and a container may be built before its server's loop runs (tests, live servers).
         self._pool: asyncpg.Pool | None = None
-        self._finalize_sql: dict[tuple[str, ...], str] = {}
+        self._claims = GroupCommit(
+            self._claim_batch, key=lambda item: item.key, max_in_flight=statements_in_flight
+        )
+        self._finalizes: dict[tuple[str, ...], GroupCommit[_Finalize, tuple[int, bool]]] = {}
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -84,6 +89,9 @@ class PgLedger(CoreLedger):
 
     async def close(self) -> None:
         """Close the raw connections; like a disposed engine, the ledger stays usable."""
+        groups: list[GroupCommit[Any, Any]] = [self._claims, *self._finalizes.values()]
+        for group in groups:
+            await group.drain()  # statements under way end first, their callers answered
         pool, self._pool = self._pool, None
         if pool is not None:
             await (await pool).close()
@@ -96,18 +104,25 @@ class PgLedger(CoreLedger):
                 pool.terminate()
 
     async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
-        """Claim the row (creating it) and read the send context, in one statement."""
-        args = CLAIM_OR_READ.args(
-            reminder_id=key.reminder_id, channel=key.channel, provider=key.provider,
-            lease_until=lease_until, idempotency_key=key.idempotency_key, now=now,
-        )  # fmt: skip
-        row = await self._fetchrow(CLAIM_OR_READ.sql, *args)
+        """Claim the row (creating it) and read the send context, in one statement shared
+        with the claims of concurrent deliveries (group commit)."""
+        row = await self._claims.submit(_Claim(key, now, lease_until))
         if row is not None and row["claimed"]:
             context = send_context(key.reminder_id, row, decode=_json)
             return Claim(True, send_record_view(row), context)
         if row is not None and row["state"] == SendState.SENT.value:
             return Claim(False, send_record_view(row))
         return Claim(False, await self.get_send_record(key))
+
+    async def _claim_batch(self, items: Sequence[_Claim]) -> list[Any]:
+        try:
+            rows = await self._fetch(CLAIM_BATCH, *_claim_arrays(items))
+        except asyncpg.PostgresError:
+            if len(items) == 1:
+                raise
+            return await _one_by_one(self._claim_batch, items)
+        by_position = {row["n"]: row for row in rows}
+        return [by_position.get(position) for position in range(1, len(items) + 1)]
 
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
         """The ledger row for a key, if any."""
@@ -136,17 +151,37 @@ class PgLedger(CoreLedger):
         unknown = set(columns) - FINALIZE_COLUMNS
         if unknown:
             raise ValueError(f"finalize cannot set {sorted(unknown)}")
-        sql = self._finalize_sql.get(columns)
-        if sql is None:
-            sql = self._finalize_sql[columns] = finalize_statement(columns)
-        row = await self._fetchrow(
-            sql, record.id, record.attempt_count, now, reminder.id, len(reminder.channels),
-            *(values[name] for name in columns),
+        item = _Finalize(
+            record.id, record.attempt_count, now, reminder.id, len(reminder.channels),
+            tuple(values[name] for name in columns),
         )  # fmt: skip
-        if not (row and row[0] == 1):
+        finalized, settled = await self._finalize_group(columns).submit(item)
+        if not finalized:
             raise LeaseLost()
-        if not row[1] and len(reminder.channels) > 1:
+        if not settled and len(reminder.channels) > 1:
             await self.settle_if_final(reminder, values, now=now)
+
+    def _finalize_group(self, columns: tuple[str, ...]) -> GroupCommit[_Finalize, tuple[int, bool]]:
+        # One group per set of columns: a statement sets the same columns on every row.
+        group = self._finalizes.get(columns)
+        if group is None:
+            sql = finalize_batch_statement(columns)
+
+            async def run(items: Sequence[_Finalize]) -> list[Any]:
+                try:
+                    rows = await self._fetch(sql, *_finalize_arrays(items, len(columns)))
+                except asyncpg.PostgresError:
+                    if len(items) == 1:
+                        raise
+                    return await _one_by_one(run, items)
+                settled = {row["id"]: row["settled"] for row in rows}
+                return [(1, settled[i.record_id]) if i.record_id in settled else (0, False)
+                        for i in items]  # fmt: skip
+
+            group = self._finalizes[columns] = GroupCommit(
+                run, key=lambda item: item.record_id, max_in_flight=self._in_flight
+            )
+        return group
 
     async def settle_if_final(
         self, reminder: ReminderView, values: Mapping[str, Any], *, now: datetime
@@ -156,6 +191,10 @@ class PgLedger(CoreLedger):
             await self._fetchrow(SETTLE, reminder.id, len(reminder.channels), now)
 
     async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        rows = await self._fetch(query, *args)
+        return rows[0] if rows else None
+
+    async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         # Awaiting the pool initializes it on first use; with min_size=0 that opens nothing
         # and never yields, so two first users cannot race. Later it returns at once.
         pool = await self.pool
@@ -166,13 +205,65 @@ class PgLedger(CoreLedger):
         # twice.
         for _ in range(self._size):
             try:
-                return await _fetchrow_once(pool, query, args)
+                return await _fetch_once(pool, query, args)
             except _CONNECTION_FAILURES:
                 continue
         try:
-            return await _fetchrow_once(pool, query, args)
+            return await _fetch_once(pool, query, args)
         except _CONNECTION_FAILURES as error:
             raise LedgerUnavailable(f"database connection failed: {error!r}"[:300]) from error
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    key: LedgerKey
+    now: datetime
+    lease_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Finalize:
+    record_id: int
+    attempt: int
+    now: datetime
+    reminder_id: str
+    channel_count: int
+    values: tuple[Any, ...]  # in the order of the group's columns
+
+
+def _claim_arrays(items: Sequence[_Claim]) -> list[list[Any]]:
+    return [
+        [item.key.reminder_id for item in items],
+        [item.key.channel for item in items],
+        [item.key.provider for item in items],
+        [item.lease_until for item in items],
+        [item.key.idempotency_key for item in items],
+        [item.now for item in items],
+    ]
+
+
+def _finalize_arrays(items: Sequence[_Finalize], width: int) -> list[list[Any]]:
+    fixed: list[list[Any]] = [
+        [item.record_id for item in items],
+        [item.attempt for item in items],
+        [item.now for item in items],
+        [item.reminder_id for item in items],
+        [item.channel_count for item in items],
+    ]
+    return fixed + [[item.values[column] for item in items] for column in range(width)]
+
+
+async def _one_by_one(run: Any, items: Sequence[Any]) -> list[Any]:
+    """Each item in a statement of its own, in turn: the group statement was refused (one
+    item's bad value, a deadlock between two group statements) and so wrote nothing; now
+    one bad item fails only its own caller."""
+    results: list[Any] = []
+    for item in items:
+        try:
+            results.extend(await run([item]))
+        except Exception as error:  # that item's caller hears of it
+            results.append(error)
+    return results
 
 
 # Failures of the connection, not of the statement. 57P01 (admin_shutdown) is the
@@ -186,10 +277,10 @@ _CONNECTION_FAILURES = (
 )
 
 
-async def _fetchrow_once(pool: asyncpg.Pool, query: str, args: tuple[Any, ...]) -> Any:
+async def _fetch_once(pool: asyncpg.Pool, query: str, args: tuple[Any, ...]) -> Any:
     async with pool.acquire() as conn:
         try:
-            return await conn.fetchrow(query, *args)
+            return await conn.fetch(query, *args)
         except asyncpg.PostgresError as error:
             if isinstance(error, _CONNECTION_FAILURES):
                 conn.terminate()

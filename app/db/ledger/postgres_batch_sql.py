@@ -1,0 +1,146 @@
+"""The PostgreSQL gateway's group-commit statements: many claims, or many finalizes, as one.
+
+Each statement takes one array per field (``unnest``) and does for every item exactly what
+``postgres_sql``'s single statements do for one: the same claimable condition, the same
+fence, the same "mark the reminder done once every channel is final". Rows are written in
+key order so two concurrent statements lock shared rows in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+
+from . import repo
+from .rows import VIEW_COLUMNS
+
+_FINAL = ", ".join(f"'{state.value}'" for state in sorted(FINAL_SEND_STATES))
+_OPEN_REMINDER = f"'{ReminderState.SCHEDULED.value}', '{ReminderState.ENQUEUED.value}'"
+_SENDING = SendState.SENDING.value
+
+
+def _columns(alias: str) -> str:
+    return ", ".join(f"{alias}.{name}" for name in VIEW_COLUMNS)
+
+
+def _context_columns() -> str:
+    # The reminder and its customer exactly as ``rows.send_context`` reads them.
+    names = []
+    for column in repo.CONTEXT_COLUMNS:
+        base: Any = getattr(column, "element", column)  # a label (reminder_state) wraps one
+        names.append(f"{base.table.name}.{base.name} AS {column.name}")
+    return ", ".join(names)
+
+
+# Parameters: $1 reminder ids, $2 channels, $3 providers, $4 lease ends, $5 idempotency
+# keys, $6 each item's now. One row back per item that found its reminder: ``n`` (the
+# item's 1-based position), ``claimed``, the row's view columns and the send context. The
+# same two cases as ``postgres_sql.CLAIM_OR_READ``: claimed (with the reminder and customer
+# read in this statement's snapshot), or refused (with the row as that snapshot saw it; a
+# row already sent is not even offered to the insert).
+CLAIM_BATCH = f"""
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[],
+                         $6::timestamptz[])
+        WITH ORDINALITY AS i(reminder_id, channel, provider, lease_until, idempotency_key,
+                             now, n)
+), existing AS (
+    SELECT i.n, i.reminder_id, {_columns("sr")}
+    FROM input i JOIN send_records sr
+      ON sr.reminder_id = i.reminder_id AND sr.channel = i.channel AND sr.provider = i.provider
+), claimed AS (
+    INSERT INTO send_records AS sr (
+        reminder_id, channel, provider, state, attempt_count, attempt_budget_start,
+        lease_until, idempotency_key, first_attempt_at, redrive_count, created_at, updated_at)
+    SELECT i.reminder_id, i.channel, i.provider, '{_SENDING}', 1, 0, i.lease_until,
+           i.idempotency_key, i.now, 0, i.now, i.now
+    FROM input i JOIN reminders r ON r.id = i.reminder_id
+    WHERE NOT EXISTS (
+        SELECT 1 FROM existing e WHERE e.n = i.n AND e.state = '{SendState.SENT.value}')
+    ORDER BY i.reminder_id, i.channel, i.provider
+    ON CONFLICT (reminder_id, channel, provider) DO UPDATE SET
+        state = '{_SENDING}',
+        attempt_count = sr.attempt_count + 1,
+        lease_until = excluded.lease_until,
+        first_attempt_at = coalesce(sr.first_attempt_at, excluded.updated_at),
+        updated_at = excluded.updated_at
+    WHERE (sr.state = '{SendState.PENDING.value}'
+           AND (sr.next_attempt_at IS NULL OR sr.next_attempt_at <= excluded.updated_at))
+       OR (sr.state = '{_SENDING}' AND sr.lease_until <= excluded.updated_at)
+    RETURNING sr.reminder_id, sr.channel, sr.provider, {_columns("sr")}
+), found AS (
+    SELECT true AS claimed, i.n, i.reminder_id, {_columns("c")}
+    FROM claimed c JOIN input i
+      ON i.reminder_id = c.reminder_id AND i.channel = c.channel AND i.provider = c.provider
+    UNION ALL
+    SELECT false, e.n, e.reminder_id, {_columns("e")}
+    FROM existing e WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.id = e.id)
+)
+SELECT found.*, {_context_columns()}
+FROM found
+JOIN reminders ON reminders.id = found.reminder_id
+JOIN customers ON customers.id = reminders.customer_id
+"""
+
+# The SQL type of each column a finalize may set (``postgres_sql.FINALIZE_COLUMNS``).
+FINALIZE_TYPES = {
+    "state": "text",
+    "outcome": "text",
+    "sent_at": "timestamptz",
+    "provider_request_id": "text",
+    "next_attempt_at": "timestamptz",
+    "last_error_class": "text",
+    "last_error": "text",
+}
+
+
+def finalize_batch_statement(columns: tuple[str, ...]) -> str:
+    """Fenced finalizes of many rows plus, for each reminder whose channels all became final,
+    "mark the reminder done": ``postgres_sql.finalize_statement`` for many items.
+
+    One snapshot for the whole statement: a reminder's other channels are counted from the
+    table without the rows finalized here, and those rows from the UPDATE's RETURNING (two
+    channels of one reminder may be finalized by the same statement). A concurrent finalize
+    of another channel that this snapshot misses is settled by the gateway afterwards
+    (``SETTLE``), as for the single statement.
+    Parameters: $1 record ids, $2 attempts, $3 each item's now, $4 reminder ids, $5 channel
+    counts, then one array per column of ``columns``, in order.
+    Returns one row per finalized record: its id and whether its reminder was settled.
+    """
+    arrays = ", ".join(f"${i}::{FINALIZE_TYPES[name]}[]" for i, name in enumerate(columns, 6))
+    sets = ", ".join(f"{name} = i.{name}" for name in columns)
+    return f"""
+WITH input AS (
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::text[], $5::int[],
+                         {arrays})
+        AS i(id, attempt, now, reminder_id, channel_count, {", ".join(columns)})
+), finalized AS (
+    UPDATE send_records sr SET lease_until = NULL, updated_at = i.now, {sets}
+    FROM (SELECT * FROM input ORDER BY id) AS i
+    WHERE sr.id = i.id AND sr.state = '{_SENDING}' AND sr.attempt_count = i.attempt
+    RETURNING sr.id, sr.reminder_id, sr.channel, sr.state
+), final_reminders AS (
+    SELECT DISTINCT ON (f.reminder_id) f.reminder_id, i.channel_count, i.now
+    FROM finalized f JOIN input i ON i.id = f.id
+    WHERE f.state IN ({_FINAL})
+    ORDER BY f.reminder_id
+), done AS (
+    UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = d.now, updated_at = d.now
+    FROM final_reminders d
+    WHERE reminders.id = d.reminder_id AND reminders.state IN ({_OPEN_REMINDER})
+      AND d.channel_count <= (
+        -- FILTER, not WHERE: the reminder's few rows come through the key index
+        SELECT count(DISTINCT channel) FILTER (WHERE state IN ({_FINAL})) FROM (
+            SELECT channel, state FROM send_records
+            WHERE reminder_id = d.reminder_id
+              AND id NOT IN (SELECT id FROM finalized WHERE finalized.reminder_id = d.reminder_id)
+            UNION ALL
+            SELECT channel, state FROM finalized WHERE finalized.reminder_id = d.reminder_id
+        ) AS rows_now
+      )
+    RETURNING reminders.id
+)
+SELECT f.id, EXISTS (SELECT 1 FROM done WHERE done.id = f.reminder_id) AS settled
+FROM finalized f
+"""

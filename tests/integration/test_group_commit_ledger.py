@@ -1,0 +1,197 @@
+"""The PostgreSQL gateway's group statements: many callers, one statement, each its own answer.
+
+With one statement in flight, callers that arrive together while it runs share the next
+one: the first caller goes out alone, every later one in a statement of several. That is
+deterministic (the later callers queue before the first statement's I/O can finish), so
+each case here runs through a real shared statement on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.engine import create_engine
+from app.db.ledger import PgLedger
+from app.db.tables import customers, reminders, send_records
+from app.domain.errors import LeaseLost
+from app.domain.ledger import LedgerKey
+from app.domain.messages import ReminderView
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=60)
+SENT = {"state": "sent", "outcome": "sent", "sent_at": NOW, "provider_request_id": "req"}
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def engine(clean_database_url: str, db_backend: str) -> AsyncIterator[AsyncEngine]:
+    if db_backend != "postgresql":
+        pytest.skip("group statements are the PostgreSQL gateway's")
+    built = create_engine(clean_database_url)
+    yield built
+    await built.dispose()
+
+
+@pytest.fixture
+async def ledger(engine: AsyncEngine) -> AsyncIterator[PgLedger]:
+    gateway = PgLedger(engine, size=4, statements_in_flight=1)
+    yield gateway
+    await gateway.close()
+
+
+async def seed(engine: AsyncEngine, count: int, channels: tuple[str, ...] = ("email",)) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(customers),
+            [
+                {"id": f"c{i}", "email": f"u{i}@example.com", "time_zone": "UTC",
+                 "opted_out_channels": [], "created_at": NOW, "updated_at": NOW}
+                for i in range(count)
+            ],
+        )  # fmt: skip
+        await conn.execute(
+            insert(reminders),
+            [
+                {"id": f"r{i}", "customer_id": f"c{i}", "kind": "weekly_digest", "due_at": NOW,
+                 "channels": list(channels), "data": {"n": i}, "state": "enqueued",
+                 "schedule_version": 1, "created_at": NOW, "updated_at": NOW}
+                for i in range(count)
+            ],
+        )  # fmt: skip
+
+
+def key(i: int, channel: str = "email", provider: str = "outbox") -> LedgerKey:
+    return LedgerKey(f"r{i}", channel, provider)
+
+
+def view(i: int, channels: tuple[str, ...] = ("email",)) -> ReminderView:
+    return ReminderView(
+        id=f"r{i}", customer_id=f"c{i}", kind="weekly_digest", state="enqueued", due_at=NOW,
+        expires_at=None, channels=channels, data={}, schedule_version=1,
+    )  # fmt: skip
+
+
+async def claim_all(ledger: PgLedger, keys: list[LedgerKey]):
+    return await asyncio.gather(
+        *(ledger.claim_or_read(k, now=NOW, lease_until=NOW + LEASE) for k in keys),
+        return_exceptions=True,
+    )
+
+
+async def states(engine: AsyncEngine) -> dict[str, str]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(select(reminders.c.id, reminders.c.state))
+        return {row.id: row.state for row in rows}
+
+
+async def test_concurrent_claims_share_a_statement_and_each_reads_its_own_reminder(ledger, engine):
+    await seed(engine, 20)
+    claims = await claim_all(ledger, [key(i) for i in range(20)])
+    assert ledger._claims.statements == 2  # the first alone, the other 19 together
+    for i, claim in enumerate(claims):
+        assert claim.claimed and claim.record.attempt_count == 1
+        reminder, customer = claim.context
+        assert (reminder.id, reminder.data, customer.email) == (
+            f"r{i}",
+            {"n": i},
+            f"u{i}@example.com",
+        )
+    again = await claim_all(ledger, [key(i) for i in range(20)])
+    assert not any(claim.claimed for claim in again)  # each row is under its lease
+
+
+async def test_two_claims_of_one_key_never_share_a_statement_and_only_one_wins(ledger, engine):
+    await seed(engine, 2)
+    claims = await claim_all(ledger, [key(0), key(1), key(1), key(1)])
+    assert [claim.claimed for claim in claims] == [True, True, False, False]
+    assert claims[2].record.id == claims[1].record.id
+    assert claims[2].record.state.value == "sending"
+
+
+async def test_a_grouped_claim_of_an_unknown_reminder_finds_nothing_and_others_are_claimed(
+    ledger, engine
+):
+    await seed(engine, 3)
+    claims = await claim_all(ledger, [key(0), key(1), LedgerKey("nope", "email", "outbox"), key(2)])
+    assert [claim.claimed for claim in claims] == [True, True, False, True]
+    assert claims[2].record is None
+
+
+async def test_one_bad_item_fails_only_its_own_caller(ledger, engine):
+    """A provider name longer than its column makes PostgreSQL refuse the whole statement;
+    each item then runs alone, and only the bad one's caller gets the error."""
+    await seed(engine, 3)
+    claims = await claim_all(ledger, [key(0), key(1), key(2, provider="p" * 80), key(2)])
+    assert claims[0].claimed and claims[1].claimed and claims[3].claimed
+    assert "too long" in str(claims[2])
+    async with engine.connect() as conn:
+        count = (await conn.execute(select(send_records.c.id))).all()
+    assert len(count) == 3
+
+
+async def test_grouped_finalizes_settle_each_reminder_and_fence_each_row(ledger, engine):
+    """Finalizes of several reminders, and of both channels of one reminder, share one
+    statement; the reminder whose channels are all final is done; a stale attempt is
+    refused on its own."""
+    await seed(engine, 3)
+    await seed_two_channels(engine)
+    claims = await claim_all(ledger, [key(0), key(1), key(2), key(9), key(9, "webhook")])
+    records = [claim.record for claim in claims]
+    stale = dataclasses.replace(records[2], attempt_count=7)
+    results = await asyncio.gather(
+        ledger.finalize_send(records[0], view(0), now=NOW, values=SENT),
+        ledger.finalize_send(records[1], view(1), now=NOW, values=SENT),
+        ledger.finalize_send(stale, view(2), now=NOW, values=SENT),
+        ledger.finalize_send(records[3], view(9, ("email", "webhook")), now=NOW, values=SENT),
+        ledger.finalize_send(records[4], view(9, ("email", "webhook")), now=NOW, values=SENT),
+        return_exceptions=True,
+    )
+    assert [r for r in results if r is not None] == [results[2]]
+    assert isinstance(results[2], LeaseLost)
+    [group] = ledger._finalizes.values()
+    assert group.statements == 2
+    assert await states(engine) == {"r0": "done", "r1": "done", "r2": "enqueued", "r9": "done"}
+
+
+async def seed_two_channels(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(customers).values(id="c9", email="u9@example.com", time_zone="UTC",
+                                     opted_out_channels=[], created_at=NOW, updated_at=NOW)
+        )  # fmt: skip
+        await conn.execute(
+            insert(reminders).values(
+                id="r9", customer_id="c9", kind="weekly_digest", due_at=NOW,
+                channels=["email", "webhook"], data={}, state="enqueued", schedule_version=1,
+                created_at=NOW, updated_at=NOW,
+            )
+        )  # fmt: skip
+
+
+async def test_a_reminder_is_not_done_while_one_of_its_channels_is_open(ledger, engine):
+    await seed_two_channels(engine)
+    claims = await claim_all(ledger, [key(9), key(9, "webhook")])
+    await ledger.finalize_send(
+        claims[0].record, view(9, ("email", "webhook")), now=NOW, values=SENT
+    )
+    assert (await states(engine))["r9"] == "enqueued"
+    await ledger.finalize_send(
+        claims[1].record, view(9, ("email", "webhook")), now=NOW, values=SENT
+    )
+    assert (await states(engine))["r9"] == "done"
+
+
+async def test_a_statement_under_way_finishes_before_the_ledger_closes(ledger, engine):
+    await seed(engine, 5)
+    pending = asyncio.ensure_future(claim_all(ledger, [key(i) for i in range(5)]))
+    await asyncio.sleep(0)
+    await ledger.close()
+    assert all(claim.claimed for claim in await pending)
