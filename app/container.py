@@ -96,7 +96,11 @@ def build_container(
     http = SharedHttp(max_connections=settings.http_max_connections)
     renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
     receiver = Receiver(
-        ledger=ledger_for(engine, raw_connections=budget.raw_ledger),
+        ledger=ledger_for(
+            engine,
+            raw_connections=budget.raw_ledger,
+            statements_in_flight=settings.database_group_statements,
+        ),
         providers=instrument_providers(build_providers(settings, http=http)),
         renderer=renderer,
         policy=_delivery_policy(settings),

@@ -16,8 +16,10 @@ Each repetition, on 127.0.0.1:
    Then the same ``wrk`` script sends the N deliveries (**new**: each reminder → ``sent``),
    then the same N messages again (**duplicate**: each → ``duplicate``, no provider call).
    With ``--paced`` two more phases offer a fixed rate (0.20 and 0.50 of this repetition's
-   bare rate, the throughput the hot path is held to) to measure p99 *at those rates*;
-   closed-loop latency at concurrency C is mostly queueing (mean ≈ C / rate). Afterwards
+   bare rate, the throughput the hot path is held to) to measure p99 *at those rates*
+   (``--paced-of-peak 0.5``: at half of the target's own new and duplicate rates just
+   measured in the same repetition); closed-loop latency at concurrency C is mostly
+   queueing (mean ≈ C / rate). Afterwards
    the database must hold exactly one ``sent`` ledger row per reminder, every reminder
    ``done``, one outbox file each.
 
@@ -613,18 +615,35 @@ def run_service_phases(
             ("new", plan.main, "sent", 0.0),
             ("duplicate", plan.main, "duplicate", 0.0),
         ]
-        if plan.paced is not None:  # named by the target, so repetitions line up
-            new_rate = args.new_rate or round(0.20 * bare_rate)
-            dup_rate = args.duplicate_rate or round(0.50 * bare_rate)
-            new_name = f"new @{new_rate:.0f}/s" if args.new_rate else "new @0.20 bare"
-            dup_name = f"dup @{dup_rate:.0f}/s" if args.duplicate_rate else "duplicate @0.50 bare"
-            runs.append((new_name, plan.paced, "sent", new_rate))
-            runs.append((dup_name, plan.paced, "duplicate", dup_rate))
         for name, requests, outcome, rate in runs:
             meter.mark()
             result = run_wrk(url, requests, args=args, rate=rate)
             phases.append(Phase(target.name, name, 200, outcome, result, *meter.read(), rate))
+        if plan.paced is not None:  # named by the target, so repetitions line up
+            for name, outcome, rate in paced_rates(args, bare_rate, phases[0].rate, phases[1].rate):
+                meter.mark()
+                result = run_wrk(url, plan.paced, args=args, rate=rate)
+                phases.append(Phase(target.name, name, 200, outcome, result, *meter.read(), rate))
         return phases
+
+
+def paced_rates(
+    args, bare_rate: float, new_peak: float, duplicate_peak: float
+) -> list[tuple[str, str, float]]:
+    """(phase name, expected outcome, offered rate) of the two paced phases: a fraction of
+    this target's own peak just measured (``--paced-of-peak``), fixed rates, or by default
+    0.20 and 0.50 of the bare route's rate."""
+    if args.paced_of_peak:
+        share = args.paced_of_peak
+        return [
+            (f"new @{share:.2f} peak", "sent", round(share * new_peak)),
+            (f"duplicate @{share:.2f} peak", "duplicate", round(share * duplicate_peak)),
+        ]
+    new_rate = args.new_rate or round(0.20 * bare_rate)
+    dup_rate = args.duplicate_rate or round(0.50 * bare_rate)
+    new_name = f"new @{new_rate:.0f}/s" if args.new_rate else "new @0.20 bare"
+    dup_name = f"dup @{dup_rate:.0f}/s" if args.duplicate_rate else "duplicate @0.50 bare"
+    return [(new_name, "sent", new_rate), (dup_name, "duplicate", dup_rate)]
 
 
 def repetition(
@@ -722,6 +741,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--paced-n", type=int, default=5000, help="deliveries per paced phase")
     add("--new-rate", type=float, default=0, help="paced new rate (default 0.20 of bare)")
     add("--duplicate-rate", type=float, default=0, help="paced rate (default 0.50 of bare)")
+    add("--paced-of-peak", type=float, default=0, help="paced at this share of the peak")
     add("--outbox-fsync", action="store_true", help="fsync every outbox file (default off)")
     add("--outbox-base", type=Path, help="parent of the outbox temp dir (default /dev/shm)")
     add("--env", action="append", default=[], type=parse_setting, help="KEY=VALUE for services")

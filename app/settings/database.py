@@ -53,6 +53,9 @@ class DatabaseSettings(BaseSettings):
 
     database_url: str = DEFAULT_SQLITE_URL
     database_pool_size: int = Field(default=16, ge=1)
+    # PostgreSQL: how many shared ("group commit") statements of each kind, claims and
+    # finalizes, may run at once; deliveries arriving meanwhile wait and share the next one.
+    database_group_statements: int = Field(default=4, ge=1, le=64)
     # serve retries an unreachable, missing or unmigrated database this long before it
     # gives up (0: refuse at once). For containers started beside their database.
     database_wait_seconds: float = Field(default=0.0, ge=0, le=3600)

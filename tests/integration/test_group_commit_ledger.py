@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.container import build_container
 from app.db.engine import create_engine
 from app.db.ledger import PgLedger
 from app.db.tables import customers, reminders, send_records
@@ -195,3 +196,48 @@ async def test_a_statement_under_way_finishes_before_the_ledger_closes(ledger, e
     await asyncio.sleep(0)
     await ledger.close()
     assert all(claim.claimed for claim in await pending)
+
+
+async def test_group_statements_are_planned_once_not_on_every_execution(ledger, engine):
+    """Left to choose, PostgreSQL re-plans an array statement on every execution (a custom
+    plan each time, measured at four times the statement's own cost): the ledger's
+    connections run them on their generic plan."""
+    await seed(engine, 8)
+    for i in range(8):  # one at a time: eight single-item statements on one connection
+        claim = await ledger.claim_or_read(key(i), now=NOW, lease_until=NOW + LEASE)
+        await ledger.finalize_send(claim.record, view(i), now=NOW, values=SENT)
+    async with ledger.pool.acquire() as conn:
+        plans = await conn.fetch(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%unnest(%' AND statement NOT LIKE '%pg_prepared%'"
+        )
+    assert len(plans) == 2  # the claim and the finalize, prepared once each
+    assert all(row["custom_plans"] == 0 and row["generic_plans"] == 8 for row in plans)
+
+
+async def test_the_setting_bounds_the_statements_in_flight(settings, engine):
+    """REMINDERS_DATABASE_GROUP_STATEMENTS reaches the service's ledger: with 2, no more
+    than two claim statements run at once however many deliveries wait."""
+    container = build_container(settings.model_copy(update={"database_group_statements": 2}))
+    try:
+        ledger = container.receiver.ledger
+        assert isinstance(ledger, PgLedger)
+        await seed(engine, 30)
+        running = most = 0
+        real = ledger._fetch
+
+        async def counted(query, *args):
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            try:
+                return await real(query, *args)
+            finally:
+                running -= 1
+
+        ledger._fetch = counted  # type: ignore[method-assign]
+        claims = await claim_all(ledger, [key(i) for i in range(30)])
+        assert all(claim.claimed for claim in claims)
+        assert most == 2 and ledger._claims.statements < 30
+    finally:
+        await container.aclose()

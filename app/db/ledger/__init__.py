@@ -28,12 +28,15 @@ from .postgres import PgLedger
 __all__ = ["CoreLedger", "LedgerGateway", "PgLedger", "ledger_for"]
 
 
-def ledger_for(engine: AsyncEngine, *, raw_connections: int) -> LedgerGateway:
+def ledger_for(
+    engine: AsyncEngine, *, raw_connections: int, statements_in_flight: int = 4
+) -> LedgerGateway:
     """The fastest gateway for the engine's database: raw asyncpg on PostgreSQL when it is
-    given connections of its own (``engine.connection_budget``), else SQLAlchemy Core."""
+    given connections of its own (``engine.connection_budget``), else SQLAlchemy Core.
+    ``statements_in_flight``: group statements of each kind running at once (``PgLedger``)."""
     if raw_connections < 1 or engine.dialect.driver != "asyncpg":
         return CoreLedger(engine)
-    ledger = PgLedger(engine, size=raw_connections)
+    ledger = PgLedger(engine, size=raw_connections, statements_in_flight=statements_in_flight)
 
     # The raw pool lives and dies with the engine: whoever disposes the engine (the app's
     # lifespan, a CLI command, a test fixture) closes it too.
