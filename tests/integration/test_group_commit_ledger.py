@@ -202,10 +202,14 @@ async def test_group_statements_are_planned_once_not_on_every_execution(ledger, 
     """Left to choose, PostgreSQL re-plans an array statement on every execution (a custom
     plan each time, measured at four times the statement's own cost): the ledger's
     connections run them on their generic plan."""
-    await seed(engine, 8)
-    for i in range(8):  # one at a time: eight single-item statements on one connection
-        claim = await ledger.claim_or_read(key(i), now=NOW, lease_until=NOW + LEASE)
-        await ledger.finalize_send(claim.record, view(i), now=NOW, values=SENT)
+    await seed(engine, 24)
+    for round_ in range(8):  # each round: one statement alone, then two items together
+        items = [3 * round_ + i for i in range(3)]
+        claims = await claim_all(ledger, [key(i) for i in items])
+        await asyncio.gather(
+            *(ledger.finalize_send(c.record, view(i), now=NOW, values=SENT)
+              for c, i in zip(claims, items, strict=True))
+        )  # fmt: skip
     async with ledger.pool.acquire() as conn:
         plans = await conn.fetch(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements"

@@ -34,10 +34,12 @@ from .core import CoreLedger
 from .group_commit import GroupCommit
 from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
 from .postgres_sql import (
+    CLAIM_OR_READ,
     FINALIZE_COLUMNS,
     GET_RECORD,
     RELEASE,
     SETTLE,
+    finalize_statement,
 )
 from .rows import send_context, send_record_view
 
@@ -115,6 +117,18 @@ class PgLedger(CoreLedger):
         return Claim(False, await self.get_send_record(key))
 
     async def _claim_batch(self, items: Sequence[_Claim]) -> list[Any]:
+        # A group of one runs as the plain single-row statement, not the array one: at half
+        # the peak rate, where most groups hold one item, the array statements cost
+        # PostgreSQL two to three times more per delivery (measured; a plan cached while the
+        # ledger was empty scans it), and the plain ones are what ran before group commit.
+        if len(items) == 1:
+            item = items[0]
+            args = CLAIM_OR_READ.args(
+                reminder_id=item.key.reminder_id, channel=item.key.channel,
+                provider=item.key.provider, lease_until=item.lease_until,
+                idempotency_key=item.key.idempotency_key, now=item.now,
+            )  # fmt: skip
+            return [await self._fetchrow(CLAIM_OR_READ.sql, *args)]
         try:
             rows = await self._fetch(CLAIM_BATCH, *_claim_arrays(items))
         except asyncpg.PostgresError:
@@ -165,9 +179,16 @@ class PgLedger(CoreLedger):
         # One group per set of columns: a statement sets the same columns on every row.
         group = self._finalizes.get(columns)
         if group is None:
-            sql = finalize_batch_statement(columns)
+            sql, single = finalize_batch_statement(columns), finalize_statement(columns)
 
             async def run(items: Sequence[_Finalize]) -> list[Any]:
+                if len(items) == 1:  # as for claims: a group of one, the plain statement
+                    item = items[0]
+                    row = await self._fetchrow(
+                        single, item.record_id, item.attempt, item.now, item.reminder_id,
+                        item.channel_count, *item.values,
+                    )  # fmt: skip
+                    return [(row[0], bool(row[1])) if row else (0, False)]
                 try:
                     rows = await self._fetch(sql, *_finalize_arrays(items, len(columns)))
                 except asyncpg.PostgresError:
