@@ -333,8 +333,10 @@ def raw_pool(engine: AsyncEngine, *, size: int) -> asyncpg.Pool:
 # The group statements take arrays (``unnest``): left to choose, PostgreSQL plans them
 # again on every execution (a custom plan for each array), which cost ~600 µs of server CPU
 # per statement, four times the statement itself. Their generic plan (index lookups per
-# item) is the right one for any batch size, and every other statement on these
-# connections is a single-row lookup by key.
+# item) is the right one for any batch size once the ledger has statistics; a plan made
+# while it was nearly empty may scan it instead, until autoanalyze's new statistics
+# invalidate the cached plans (asyncpg also prepares its statements again after five
+# minutes). Every other statement on these connections is a single-row lookup by key.
 _SESSION_SETTINGS = {"plan_cache_mode": "force_generic_plan"}
 
 
