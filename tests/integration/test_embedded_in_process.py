@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 
 
 def in_process_dispatcher(
-    container: Container, clock: FakeClock, *, concurrency: int = 4
+    container: Container, clock: FakeClock, *, concurrency: int = 4, batch_size: int = 10
 ) -> Dispatcher:
     """A dispatcher with no HTTP client at all: only the receiver of this process."""
     return Dispatcher(
@@ -36,7 +36,7 @@ def in_process_dispatcher(
         None,
         PushTarget(base_url="http://unused.invalid", secret=b"unused"),
         limits=DispatchLimits(
-            concurrency=concurrency, batch_size=10, visibility_timeout_seconds=60,
+            concurrency=concurrency, batch_size=batch_size, visibility_timeout_seconds=60,
             push_timeout_seconds=5,
             backoff=BackoffPolicy(2.0, 60.0),
         ),
@@ -154,3 +154,24 @@ async def test_a_stop_finishes_deliveries_under_way_and_gives_back_the_rest(
     left = await queued(container)
     assert [(row["attempts"], row["visible_at"]) for row in left] == [(0, clock.now)] * 2
     assert len(provider.calls) == 1
+
+
+async def test_in_process_deliveries_share_ledger_statements_on_postgresql(
+    client, container, clock, publisher, provider, db_backend
+):
+    """One batch of 30 messages delivered in process at concurrency 30: claims and
+    finalizes go to PostgreSQL in shared statements (batch claim, sends side by side, batch
+    finalize), and every reminder is sent exactly once."""
+    if db_backend != "postgresql":
+        pytest.skip("group statements are the PostgreSQL gateway's")
+    ids = [f"g{i}" for i in range(30)]
+    await enqueue_due(client, container, clock, publisher, *ids)
+    dispatcher = in_process_dispatcher(container, clock, concurrency=30, batch_size=30)
+    report = await dispatcher.run_once()
+    assert (report.claimed, dict(report.outcomes)) == (30, {"sent": 30})
+    assert sorted(call.idempotency_key for call in provider.calls) == sorted(
+        f"{i}:email:scripted" for i in ids
+    )
+    ledger = container.receiver.ledger
+    [finalizes] = ledger._finalizes.values()
+    assert ledger._claims.statements < 30 and finalizes.statements < 30
