@@ -12,6 +12,7 @@ import orjson
 from sqlalchemy import (
     JSON,
     DateTime,
+    Integer,
     Select,
     Text,
     bindparam,
@@ -224,6 +225,11 @@ async def mark_enqueued(
     """Mark published reminders enqueued, unless they were rescheduled meanwhile."""
     if not published:
         return
+    # In id order, as the API locks rows, so a concurrent batch waits instead of deadlocking.
+    published = sorted(published, key=_due_id)
+    if conn.dialect.name == "postgresql":
+        await _mark_enqueued_unnest(conn, published, now=now)
+        return
     params = [
         {
             "reminder_id": due.id,
@@ -234,6 +240,41 @@ async def mark_enqueued(
         for due, ids in published
     ]
     await conn.execute(_MARK_ENQUEUED, params)
+
+
+def _due_id(item: tuple[DueReminder, list[str]]) -> str:
+    return item[0].id
+
+
+# PostgreSQL: the batch as arrays joined in one UPDATE, where executemany sent a statement
+# per row.
+_MARK_ENQUEUED_UNNEST = text(
+    f"""
+    UPDATE reminders AS r
+    SET state = '{ReminderState.ENQUEUED.value}', enqueued_at = :now,
+        enqueued_message_ids = u.message_ids::json, sweep_claimed_until = NULL, updated_at = :now
+    FROM unnest(:ids, :versions, :message_ids) AS u(id, version, message_ids)
+    WHERE r.id = u.id AND r.schedule_version = u.version
+      AND r.state = '{ReminderState.SCHEDULED.value}'
+    """
+).bindparams(
+    bindparam("now", type_=UTCDateTime()),
+    bindparam("ids", type_=ARRAY(Text)),
+    bindparam("versions", type_=ARRAY(Integer)),
+    bindparam("message_ids", type_=ARRAY(Text)),
+)
+
+
+async def _mark_enqueued_unnest(
+    conn: AsyncConnection, published: Sequence[tuple[DueReminder, list[str]]], *, now: datetime
+) -> None:
+    params = {
+        "now": now,
+        "ids": [due.id for due, _ in published],
+        "versions": [due.schedule_version for due, _ in published],
+        "message_ids": [orjson.dumps(ids).decode() for _, ids in published],
+    }
+    await conn.execute(_MARK_ENQUEUED_UNNEST, params)
 
 
 async def release_sweep_claims(conn: AsyncConnection, reminder_ids: Sequence[str]) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db import reminders_repo
 from app.db.reminders_repo import DueReminder
@@ -34,11 +35,25 @@ log = logging.getLogger("reminders.sweep")
 class SweepLimits:
     """How much one sweep may do."""
 
-    batch_size: int = 500
+    batch_size: int = 5000
     time_budget_seconds: float = 60.0
     # A claimed row not marked enqueued by then (the sweep crashed) is swept again.
     claim_seconds: float = 120.0
     catch_up: CatchUpLimits = field(default_factory=CatchUpLimits)
+
+
+@runtime_checkable
+class SameDatabasePublisher(Protocol):
+    """A queue kept in a database (the embedded queue): when it is the sweep's own, the
+    messages and the mark that they were published commit in one transaction."""
+
+    def shares_database(self, engine: AsyncEngine) -> bool: ...
+
+    async def publish_within(
+        self, conn: AsyncConnection, messages: Sequence[OutgoingMessage]
+    ) -> list[str]: ...
+
+    def notify_published(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,16 +215,47 @@ async def _publish_batch(
         for due in batch
     ]
     flat = [message for group in per_reminder for message in group]
+    if isinstance(publisher, SameDatabasePublisher) and publisher.shares_database(engine):
+        await _publish_and_mark_together(engine, publisher, batch, per_reminder, flat, clock)
+        return len(flat)
     try:
         ids = await publisher.publish_batch(flat)
     except PublishError:
         async with engine.begin() as conn:
             await reminders_repo.release_sweep_claims(conn, [due.id for due in batch])
         raise
+    async with engine.begin() as conn:
+        await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
+    return len(flat)
+
+
+async def _publish_and_mark_together(
+    engine: AsyncEngine,
+    publisher: SameDatabasePublisher,
+    batch: list[DueReminder],
+    per_reminder: list[list[OutgoingMessage]],
+    flat: list[OutgoingMessage],
+    clock: Callable[[], datetime],
+) -> None:
+    # One transaction: a crash before its commit leaves neither messages nor marks, only
+    # the claim, and the sweep after it expires publishes with the same keys.
+    try:
+        async with engine.begin() as conn:
+            ids = await publisher.publish_within(conn, flat)
+            await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
+    except PublishError:
+        async with engine.begin() as conn:
+            await reminders_repo.release_sweep_claims(conn, [due.id for due in batch])
+        raise
+    publisher.notify_published()
+
+
+def _pair(
+    batch: list[DueReminder], per_reminder: list[list[OutgoingMessage]], ids: list[str]
+) -> list[tuple[DueReminder, list[str]]]:
+    """Each reminder with the ids of its messages (``ids`` in the order of the flat list)."""
     published, position = [], 0
     for due, group in zip(batch, per_reminder, strict=True):
         published.append((due, ids[position : position + len(group)]))
         position += len(group)
-    async with engine.begin() as conn:
-        await reminders_repo.mark_enqueued(conn, published, now=clock())
-    return len(flat)
+    return published

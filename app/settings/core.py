@@ -74,7 +74,7 @@ class Settings(DatabaseSettings, ChannelSettings):
     backoff_cap_seconds: float = Field(default=3600.0, gt=0)
     usefulness_grace_seconds: float = Field(default=86400.0, ge=0)
 
-    sweep_batch_size: int = Field(default=500, ge=1, le=10000)
+    sweep_batch_size: int = Field(default=5000, ge=1, le=10000)
     sweep_time_budget_seconds: float = Field(default=60.0, gt=0, le=840)
     sweep_claim_seconds: float = Field(default=120.0, gt=0)
     # Done and cancelled reminders (with their ledger rows) and redriven dead letters are

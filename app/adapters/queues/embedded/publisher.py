@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db import queue_repo
 from app.db.queue_repo import NewMessage
@@ -21,7 +21,8 @@ from app.domain.clock import utc_now
 from app.domain.messages import OutgoingMessage
 from app.domain.queueing import DEDUP_WINDOW, MAX_DELAY_SECONDS, RETENTION, check_publishable
 
-# Insert at most this many messages per statement (SQLite caps bound parameters).
+# Messages per transaction of publish_batch. SQLite's statements are sent in pages within its
+# bound-parameter limit either way; the bound keeps each write transaction short.
 _CHUNK = 500
 
 
@@ -54,38 +55,58 @@ class EmbeddedQueuePublisher:
         return message_id
 
     async def publish_batch(self, messages: Sequence[OutgoingMessage]) -> list[str]:
-        """Store several messages in one transaction; every limit is checked before any."""
-        for message in messages:
-            check_publishable(message, max_delay_seconds=self.max_delay_seconds)
+        """Store several messages, a transaction per 500; every limit is checked before any."""
+        self._check(messages)
         ids: list[str] = []
         for start in range(0, len(messages), _CHUNK):
-            ids.extend(await self._publish_chunk(messages[start : start + _CHUNK]))
-        for listener in self._listeners:
-            listener()
+            async with self.engine.begin() as conn:
+                ids.extend(await self._store(conn, messages[start : start + _CHUNK]))
+        self.notify_published()
         return ids
 
-    async def _publish_chunk(self, messages: Sequence[OutgoingMessage]) -> list[str]:
+    def shares_database(self, engine: AsyncEngine) -> bool:
+        """Whether ``engine`` writes to this queue's database (``publish_within`` applies)."""
+        return engine is self.engine
+
+    async def publish_within(
+        self, conn: AsyncConnection, messages: Sequence[OutgoingMessage]
+    ) -> list[str]:
+        """Store messages in the caller's transaction on this queue's database, so the
+        caller's own writes commit or roll back with them. Call ``notify_published`` after
+        the commit."""
+        self._check(messages)
+        return await self._store(conn, messages)
+
+    def notify_published(self) -> None:
+        """Tell the listeners that messages were committed."""
+        for listener in self._listeners:
+            listener()
+
+    def _check(self, messages: Sequence[OutgoingMessage]) -> None:
+        for message in messages:
+            check_publishable(message, max_delay_seconds=self.max_delay_seconds)
+
+    async def _store(self, conn: AsyncConnection, messages: Sequence[OutgoingMessage]) -> list[str]:
         now = self._clock()
         # One fresh id per distinct key; a key repeated inside the batch shares it.
         proposed: dict[tuple[str, str], str] = {}
         for message in messages:
             proposed.setdefault((message.queue, message.idempotency_key), str(uuid.uuid4()))
-        async with self.engine.begin() as conn:
-            recorded = await queue_repo.remember_keys(
-                conn,
-                [(queue, key, mid) for (queue, key), mid in proposed.items()],
-                now=now,
-                window_start=now - DEDUP_WINDOW,
-            )
-            existing = await queue_repo.message_ids_for_keys(
-                conn, [pair for pair in proposed if pair not in recorded]
-            )
-            await queue_repo.insert_messages(
-                conn,
-                self._new_messages(messages, proposed, recorded, now),
-                now=now,
-                max_retries=self.max_retries,
-            )
+        recorded = await queue_repo.remember_keys(
+            conn,
+            [(queue, key, mid) for (queue, key), mid in proposed.items()],
+            now=now,
+            window_start=now - DEDUP_WINDOW,
+        )
+        existing = await queue_repo.message_ids_for_keys(
+            conn, [pair for pair in proposed if pair not in recorded]
+        )
+        await queue_repo.insert_messages(
+            conn,
+            self._new_messages(messages, proposed, recorded, now),
+            now=now,
+            max_retries=self.max_retries,
+        )
         chosen = {**existing, **{pair: proposed[pair] for pair in recorded}}
         return [chosen[(m.queue, m.idempotency_key)] for m in messages]
 
