@@ -4,49 +4,69 @@ Usage (from the repository root; PostgreSQL on 127.0.0.1)::
 
     .venv/bin/python bench/e2e.py [--reminders 3000] [--concurrency 1,4,16,64]
                                   [--mode inprocess,http,separate] [--repeat 1]
+                                  [--db postgresql,sqlite] [--sweep-only]
+                                  [--baseline PATH]
 
-For each push concurrency C (and repetition), on 127.0.0.1:
+For each database, push concurrency C (and repetition), on 127.0.0.1:
 
-1. a fresh PostgreSQL database (``--pg-admin-url``, default
-   ``postgresql://postgres@127.0.0.1:5432/postgres``), migrated, seeded by COPY with N
-   customers and N ``scheduled`` email reminders due now;
+1. a fresh database (PostgreSQL: a new database on ``--pg-admin-url``, default
+   ``postgresql://postgres@127.0.0.1:5432/postgres``, seeded by COPY; SQLite: a file in a
+   temporary directory, seeded by executemany in chunks), migrated, holding N customers
+   and N ``scheduled`` email reminders due now;
 2. ``reminders serve`` (uvicorn, 1 worker, outbox provider in a temporary directory with
-   fsync off, log level WARNING, the periodic sweep off) with
-   ``REMINDERS_EMBEDDED_CONCURRENCY=C``. ``--mode inprocess`` (default, the one-machine
-   deployment) runs the dispatcher inside ``serve``, handing each message to the receiver
-   in the same process; ``http`` runs it inside ``serve`` but POSTing ``/push/{queue}`` to
-   itself (``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=false``); ``separate`` runs
-   ``reminders dispatch`` as a second process. Several modes (comma-separated) run side
-   by side, alternating, so a noisy machine weighs on each alike;
-3. the clock starts, one ``POST /cron/sweep`` publishes every reminder (delay 0), and the
-   ledger is polled until N rows are ``sent``; the clock stops.
+   fsync off, log level WARNING, the periodic sweep off, every sweep setting at its
+   default) with ``REMINDERS_EMBEDDED_CONCURRENCY=C``. ``--mode inprocess`` (default, the
+   one-machine deployment) runs the dispatcher inside ``serve``, handing each message to
+   the receiver in the same process; ``http`` runs it inside ``serve`` but POSTing
+   ``/push/{queue}`` to itself (``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=false``);
+   ``separate`` runs ``reminders dispatch`` as a second process. Several modes
+   (comma-separated) run side by side, alternating, so a noisy machine weighs on each alike;
+3. the clock starts, ``POST /cron/sweep`` is repeated until it answers ``remaining: 0`` (a
+   sweep stops at its time budget, ``REMINDERS_SWEEP_TIME_BUDGET_SECONDS``), and the ledger
+   is polled until N rows are ``sent``; the clock stops.
 
-Printed per run: reminders/s (N / seconds from the sweep request to the last ``sent``), the
-sweep's own duration, p50/p99 of each reminder's time from the sweep request to its
-``sent_at`` (database clock), and the CPU time per reminder of ``serve`` (and ``dispatch``),
-which a shared, loaded machine distorts less than the rate. The run
-fails (exit 1) unless the ledger holds exactly one ``sent`` row per reminder and the queue
-is empty.
+``--sweep-only`` runs no dispatcher: the figure is the sweeps alone, from the first request
+to the last answer, and the run checks that N messages wait in the queue and N reminders
+are ``enqueued``. ``--baseline PATH`` runs every measurement a second time, alternating,
+with the code of another checkout (``PATH``, e.g. a ``git worktree`` of an older commit,
+run by this interpreter with ``PYTHONPATH=PATH``), for before/after comparisons on the
+same schema.
+
+Printed per run: reminders/s (N / seconds from the first sweep request to the last ``sent``,
+or to the last sweep answer with ``--sweep-only``), the sweeps' own duration (sum of their
+requests) and count, p50/p99 of each reminder's time from the first sweep request to its
+``sent_at`` (database clock), the CPU time per reminder of ``serve`` (and ``dispatch``),
+which a shared, loaded machine distorts less than the rate, and ``serve``'s resident memory
+(VmRSS, sampled every 0.5 s): before the first sweep, the highest and the last sample. The
+run fails (exit 1) unless the ledger holds exactly one ``sent`` row per reminder and the
+queue is empty.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
+from sqlalchemy import JSON, Table
+from sqlalchemy import create_engine as create_sync_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,14 +74,22 @@ sys.path.insert(0, str(ROOT))
 from app.db.migrations import upgrade_to_head  # noqa: E402
 from app.db.tables import customers, reminders  # noqa: E402
 
-REMINDERS = str(Path(sys.executable).parent / "reminders")
 CRON_TOKEN = "bench-cron-token"
+SQLITE_CHUNK = 20_000  # rows per executemany while seeding a SQLite file
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory now (VmRSS, Linux /proc), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def free_port() -> int:
@@ -71,72 +99,189 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def seed_records(count: int, now: datetime) -> tuple[list[tuple], list[tuple]]:
-    """Customer and reminder records in table column order (unset columns NULL)."""
+def seed_dicts(start: int, stop: int, now: datetime) -> tuple[list[dict], list[dict]]:
+    """Customers and reminders ``start..stop`` as column mappings (unset columns NULL), JSON
+    columns as Python values."""
     customer_rows, reminder_rows = [], []
-    for i in range(count):
-        customer = {
-            "id": f"cust-{i:07d}",
-            "email": f"cust-{i:07d}@example.com",
-            "time_zone": "UTC",
-            "opted_out_channels": "[]",
-            "created_at": now,
-            "updated_at": now,
-        }
-        reminder = {
-            "id": f"bench:{i:07d}",
-            "customer_id": customer["id"],
-            "kind": "renewal",
-            "due_at": now,
-            "channels": '["email"]',
-            "data": '{"plan": "Pro"}',
-            "state": "scheduled",
-            "schedule_version": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
-        customer_rows.append(tuple(customer.get(c.name) for c in customers.columns))
-        reminder_rows.append(tuple(reminder.get(c.name) for c in reminders.columns))
+    for i in range(start, stop):
+        customer_rows.append(
+            {
+                "id": f"cust-{i:07d}",
+                "email": f"cust-{i:07d}@example.com",
+                "time_zone": "UTC",
+                "opted_out_channels": [],
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        reminder_rows.append(
+            {
+                "id": f"bench:{i:07d}",
+                "customer_id": f"cust-{i:07d}",
+                "kind": "renewal",
+                "due_at": now,
+                "channels": ["email"],
+                "data": {"plan": "Pro"},
+                "state": "scheduled",
+                "schedule_version": 1,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
     return customer_rows, reminder_rows
 
 
-async def create_database(admin_url: str) -> tuple[str, str]:
-    """A fresh database; returns its name and its asyncpg (raw) URL."""
-    name = f"rr_bench_e2e_{uuid.uuid4().hex[:8]}"
-    conn = await asyncpg.connect(admin_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return name, f"{admin_url.rsplit('/', 1)[0]}/{name}"
+def copy_record(table: Table, row: dict) -> tuple:
+    """A row in the table's column order for COPY, JSON columns as text."""
+    return tuple(
+        json.dumps(row[c.name]) if isinstance(c.type, JSON) and c.name in row else row.get(c.name)
+        for c in table.columns
+    )
 
 
-async def drop_database(admin_url: str, name: str) -> None:
-    """Remove a benchmark database."""
-    conn = await asyncpg.connect(admin_url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+class Database:
+    """One benchmark database: created, migrated, seeded, queried, removed."""
+
+    name = ""
+    url = ""  # the service's SQLAlchemy URL
+
+    async def seed(self, count: int) -> None:
+        """N customers and N scheduled reminders due now."""
+        raise NotImplementedError
+
+    async def scalar(self, sql: str) -> Any:
+        """The first column of the first row of a query."""
+        raise NotImplementedError
+
+    async def column(self, sql: str) -> list[Any]:
+        """The first column of every row of a query."""
+        raise NotImplementedError
+
+    async def now(self) -> datetime:
+        """The database's clock (the ledger's ``sent_at`` is written by the service's)."""
+        return datetime.now(UTC)
+
+    async def drop(self) -> None:
+        """Remove the database."""
 
 
-async def seed(raw_url: str, count: int) -> None:
-    """N customers and N scheduled reminders due now, by COPY."""
-    customer_rows, reminder_rows = seed_records(count, datetime.now(UTC))
-    conn = await asyncpg.connect(raw_url)
-    try:
-        await conn.copy_records_to_table(
-            "customers", records=customer_rows, columns=[c.name for c in customers.columns]
+class PostgresDatabase(Database):
+    """A fresh PostgreSQL database on the admin URL's server."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.name = "postgresql"
+        self.admin_url = admin_url
+        self.db_name = f"rr_bench_e2e_{uuid.uuid4().hex[:8]}"
+        self.raw_url = f"{admin_url.rsplit('/', 1)[0]}/{self.db_name}"
+        self.url = self.raw_url.replace("postgresql://", "postgresql+asyncpg://", 1)
+        self.conn: asyncpg.Connection | None = None
+
+    async def create(self) -> None:
+        """Create and migrate."""
+        admin = await asyncpg.connect(self.admin_url)
+        try:
+            await admin.execute(f'CREATE DATABASE "{self.db_name}"')
+        finally:
+            await admin.close()
+        await asyncio.to_thread(upgrade_to_head, self.url)
+        self.conn = await asyncpg.connect(self.raw_url)
+
+    async def seed(self, count: int) -> None:
+        """By COPY."""
+        customer_rows, reminder_rows = seed_dicts(0, count, datetime.now(UTC))
+        assert self.conn is not None
+        await self.conn.copy_records_to_table(
+            "customers",
+            records=[copy_record(customers, row) for row in customer_rows],
+            columns=[c.name for c in customers.columns],
         )
-        await conn.copy_records_to_table(
-            "reminders", records=reminder_rows, columns=[c.name for c in reminders.columns]
+        await self.conn.copy_records_to_table(
+            "reminders",
+            records=[copy_record(reminders, row) for row in reminder_rows],
+            columns=[c.name for c in reminders.columns],
         )
+        # Statistics as a live table has them: planned on the empty table's, the claim's
+        # join of a batch's ids to the table can become a scan of the table per id.
+        await self.conn.execute("ANALYZE")
+
+    async def scalar(self, sql: str) -> Any:
+        assert self.conn is not None
+        return await self.conn.fetchval(sql)
+
+    async def column(self, sql: str) -> list[Any]:
+        assert self.conn is not None
+        return [row[0] for row in await self.conn.fetch(sql)]
+
+    async def now(self) -> datetime:
+        return await self.scalar("SELECT now()")
+
+    async def drop(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+        admin = await asyncpg.connect(self.admin_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+class SqliteDatabase(Database):
+    """A SQLite file in a temporary directory; read by sqlite3 beside the service (WAL)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.name = "sqlite"
+        self.path = directory / "e2e.db"
+        self.url = f"sqlite+aiosqlite:///{self.path}"
+
+    async def create(self) -> None:
+        """Create and migrate."""
+        await asyncio.to_thread(upgrade_to_head, self.url)
+
+    async def seed(self, count: int) -> None:
+        """By executemany in chunks, through SQLAlchemy so instants are stored as the
+        service stores them."""
+        await asyncio.to_thread(self._seed, count)
+
+    def _seed(self, count: int) -> None:
+        engine = create_sync_engine(f"sqlite:///{self.path}")
+        now = datetime.now(UTC)
+        try:
+            with engine.begin() as conn:
+                for start in range(0, count, SQLITE_CHUNK):
+                    customer_rows, reminder_rows = seed_dicts(
+                        start, min(count, start + SQLITE_CHUNK), now
+                    )
+                    conn.execute(customers.insert(), customer_rows)
+                    conn.execute(reminders.insert(), reminder_rows)
+        finally:
+            engine.dispose()
+
+    async def scalar(self, sql: str) -> Any:
+        return (await self.column(sql))[0]
+
+    async def column(self, sql: str) -> list[Any]:
+        return await asyncio.to_thread(self._column, sql)
+
+    def _column(self, sql: str) -> list[Any]:
+        with sqlite3.connect(self.path, timeout=60) as conn:
+            return [row[0] for row in conn.execute(sql)]
+
+
+@asynccontextmanager
+async def database(kind: str, args: argparse.Namespace, tmp: Path) -> AsyncIterator[Database]:
+    """A created, migrated, empty database of ``kind``, removed afterwards."""
+    db: PostgresDatabase | SqliteDatabase = (
+        PostgresDatabase(args.pg_admin_url) if kind == "postgresql" else SqliteDatabase(tmp)
+    )
+    try:
+        await db.create()
+        yield db
     finally:
-        await conn.close()
+        await db.drop()
 
 
 def service_env(database_url: str, outbox: Path, concurrency: int, mode: str) -> dict:
-    """The service's configuration for one run."""
+    """The service's configuration for one run (every sweep setting at its default)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDERS_")}
     env.update(
         REMINDERS_DATABASE_URL=database_url,
@@ -152,9 +297,8 @@ def service_env(database_url: str, outbox: Path, concurrency: int, mode: str) ->
         REMINDERS_EMBEDDED_POLL_INTERVAL_SECONDS="0.05",
         REMINDERS_EMBEDDED_CONCURRENCY=str(concurrency),
         REMINDERS_EMBEDDED_BATCH_SIZE=str(max(64, 4 * concurrency)),
-        REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="false" if mode == "separate" else "true",
+        REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="true" if mode in ("inprocess", "http") else "false",
         REMINDERS_EMBEDDED_DELIVER_IN_PROCESS="true" if mode == "inprocess" else "false",
-        REMINDERS_SWEEP_BATCH_SIZE="1000",
     )
     return env
 
@@ -175,124 +319,209 @@ async def wait_healthy(base_url: str, process: subprocess.Popen, timeout: float 
     raise SystemExit("the service did not become healthy")
 
 
-async def measure(raw_url: str, base_url: str, count: int) -> dict[str, Any]:
-    """Sweep once, then poll the ledger until every reminder is sent."""
-    conn = await asyncpg.connect(raw_url)
-    try:
-        swept_at = await conn.fetchval("SELECT now()")
-        started = time.perf_counter()
-        async with httpx.AsyncClient(timeout=120) as client:
+@dataclass
+class MemorySampler:
+    """``serve``'s VmRSS every half second while a run lasts."""
+
+    pid: int
+    samples: list[float] = field(default_factory=list)
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        while True:
+            self.samples.append(rss_mb(self.pid))
+            await asyncio.sleep(0.5)
+
+    def summary(self) -> tuple[float, float, float]:
+        """First, highest and last sample (MB)."""
+        return self.samples[0], max(self.samples), self.samples[-1]
+
+
+async def sweep_until_done(base_url: str, count: int) -> tuple[float, int]:
+    """``POST /cron/sweep`` until nothing is left; the requests' total seconds and count."""
+    seconds, sweeps, enqueued = 0.0, 0, 0
+    async with httpx.AsyncClient(timeout=900) as client:
+        while True:
+            started = time.perf_counter()
             swept = await client.post(
                 f"{base_url}/cron/sweep", headers={"Authorization": f"Bearer {CRON_TOKEN}"}
             )
-        sweep_seconds = time.perf_counter() - started
-        if swept.status_code != 200 or swept.json()["enqueued"] != count:
-            raise SystemExit(f"sweep answered {swept.status_code}: {swept.text}")
-        deadline = started + 600
-        while await conn.fetchval("SELECT count(*) FROM send_records WHERE state = 'sent'") < count:
-            if time.perf_counter() > deadline:
-                raise SystemExit("not every reminder was sent within 10 minutes")
-            await asyncio.sleep(0.02)
-        elapsed = time.perf_counter() - started
-        # From the sweep request (enqueued_at can stay NULL: a push may finish before the
-        # sweep marks its batch enqueued, and a done reminder is not marked).
-        latencies = await conn.fetch(
-            "SELECT extract(epoch FROM sent_at - $1) AS seconds FROM send_records", swept_at
-        )
-        rows = await conn.fetchval("SELECT count(*) FROM send_records")
-        for _ in range(300):  # the last round's acknowledgements land after its sends
-            if not (left := await conn.fetchval("SELECT count(*) FROM queue_messages")):
+            seconds += time.perf_counter() - started
+            sweeps += 1
+            if swept.status_code != 200:
+                raise SystemExit(f"sweep answered {swept.status_code}: {swept.text}")
+            enqueued += swept.json()["enqueued"]
+            if swept.json()["remaining"] == 0:
                 break
-            await asyncio.sleep(0.1)
-    finally:
-        await conn.close()
-    seconds = sorted(float(row["seconds"]) for row in latencies)
+    if enqueued != count:
+        raise SystemExit(f"the sweeps enqueued {enqueued} of {count} reminders")
+    return seconds, sweeps
+
+
+async def measure(db: Database, base_url: str, count: int, sweep_only: bool) -> dict[str, Any]:
+    """Sweep until done, then (unless sweep-only) poll the ledger until every reminder is
+    sent; a large run polls once a second, as counting a million rows costs the database."""
+    swept_at = await db.now()
+    started = time.perf_counter()
+    sweep_seconds, sweeps = await sweep_until_done(base_url, count)
+    result: dict[str, Any] = {"sweep": sweep_seconds, "sweeps": sweeps}
+    if sweep_only:
+        result.update(rate=count / sweep_seconds, elapsed=time.perf_counter() - started)
+        await verify_swept(db, count)
+        return result
+    deadline = started + max(600, count / 100)
+    poll = 0.02 if count <= 20_000 else 1.0
+    while await db.scalar("SELECT count(*) FROM send_records WHERE state = 'sent'") < count:
+        if time.perf_counter() > deadline:
+            raise SystemExit("not every reminder was sent in time")
+        await asyncio.sleep(poll)
+    elapsed = time.perf_counter() - started
+    seconds = sorted(
+        (sent_at(value) - swept_at).total_seconds()
+        for value in await db.column("SELECT sent_at FROM send_records")
+    )
+    rows = len(seconds)
+    for _ in range(300):  # the last round's acknowledgements land after its sends
+        if not (left := await db.scalar("SELECT count(*) FROM queue_messages")):
+            break
+        await asyncio.sleep(0.1)
     if rows != count or left:
         raise SystemExit(f"verification failed: {rows} ledger rows, {left} messages left")
-    return {
-        "rate": count / elapsed,
-        "elapsed": elapsed,
-        "sweep": sweep_seconds,
-        "p50": statistics.median(seconds),
-        "p99": seconds[min(len(seconds) - 1, int(0.99 * len(seconds)))],
-    }
+    result.update(
+        rate=count / elapsed,
+        elapsed=elapsed,
+        p50=statistics.median(seconds),
+        p99=seconds[min(len(seconds) - 1, int(0.99 * len(seconds)))],
+    )
+    return result
 
 
-def start_service(env: dict, port: int, log_path: Path, inprocess: bool) -> list[subprocess.Popen]:
-    """``reminders serve`` and, unless in-process, ``reminders dispatch``; output to a log."""
+def sent_at(value: datetime | str) -> datetime:
+    """A ledger instant as read back: PostgreSQL's timestamptz, SQLite's naive UTC text."""
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+async def verify_swept(db: Database, count: int) -> None:
+    """After a sweep-only run: one message per reminder, every reminder enqueued."""
+    messages = await db.scalar("SELECT count(*) FROM queue_messages")
+    enqueued = await db.scalar("SELECT count(*) FROM reminders WHERE state = 'enqueued'")
+    if messages != count or enqueued != count:
+        raise SystemExit(f"verification failed: {messages} messages, {enqueued} enqueued")
+
+
+def start_service(
+    env: dict, port: int, log_path: Path, mode: str, code: Path
+) -> list[subprocess.Popen]:
+    """``reminders serve`` of the checkout ``code`` and, in ``separate`` mode,
+    ``reminders dispatch``; output to a log."""
+    command = [sys.executable, "-c", "from app.cli import main; main()"]
+    env = {**env, "PYTHONPATH": str(code)}
     with log_path.open("wb") as log:
         started = [
             subprocess.Popen(
-                [REMINDERS, "serve", "--port", str(port), "--no-migrate"],
+                [*command, "serve", "--port", str(port), "--no-migrate"],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                cwd=code,
             )
         ]
-        if not inprocess:
+        if mode == "separate":
             started.append(
                 subprocess.Popen(
-                    [REMINDERS, "dispatch"], env=env, stdout=log, stderr=subprocess.STDOUT
+                    [*command, "dispatch"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=code
                 )
             )
     return started
 
 
-async def run_once(args: argparse.Namespace, concurrency: int, mode: str) -> dict[str, Any]:
-    """One full run at one push concurrency, on its own database and processes."""
-    name, raw_url = await create_database(args.pg_admin_url)
-    database_url = raw_url.replace("postgresql://", "postgresql+asyncpg://", 1)
-    processes: list[subprocess.Popen] = []
-    try:
-        await asyncio.to_thread(upgrade_to_head, database_url)
-        await seed(raw_url, args.reminders)
-        with tempfile.TemporaryDirectory(prefix="rr-bench-e2e-") as tmp:
+@dataclass(frozen=True)
+class Run:
+    """One row of the table: which database, dispatcher mode, concurrency and code."""
+
+    db: str
+    mode: str  # inprocess, http, separate or sweep-only
+    concurrency: int
+    code: Path
+    label: str  # "this" or "baseline"
+
+
+async def run_once(args: argparse.Namespace, run: Run) -> dict[str, Any]:
+    """One full run on its own database and processes."""
+    with tempfile.TemporaryDirectory(prefix="rr-bench-e2e-") as tmp:
+        async with database(run.db, args, Path(tmp)) as db:
+            await db.seed(args.reminders)
             port = free_port()
             base_url = f"http://127.0.0.1:{port}"
-            inprocess = mode != "separate"
-            env = service_env(database_url, Path(tmp) / "outbox", concurrency, mode)
+            env = service_env(db.url, Path(tmp) / "outbox", run.concurrency, run.mode)
             env["REMINDERS_EMBEDDED_PUSH_BASE_URL"] = base_url
-            processes.extend(start_service(env, port, Path(tmp) / "service.log", inprocess))
-            await wait_healthy(base_url, processes[0])
-            before = [cpu_seconds(p.pid) for p in processes]
-            result = await measure(raw_url, base_url, args.reminders)
-            used = [cpu_seconds(p.pid) - b for p, b in zip(processes, before, strict=True)]
+            processes = start_service(env, port, Path(tmp) / "service.log", run.mode, run.code)
+            sampler = MemorySampler(processes[0].pid)
+            sampling = None
+            try:
+                await wait_healthy(base_url, processes[0])
+                before = [cpu_seconds(p.pid) for p in processes]
+                sampling = asyncio.create_task(sampler.run())
+                await asyncio.sleep(0)  # the first sample: before the first sweep
+                result = await measure(db, base_url, args.reminders, run.mode == "sweep-only")
+                used = [cpu_seconds(p.pid) - b for p, b in zip(processes, before, strict=True)]
+            finally:
+                if sampling is not None:
+                    sampling.cancel()
+                for process in processes:
+                    process.terminate()
+                    process.wait(30)
             result["cpu_ms"] = [1000 * u / args.reminders for u in used]
+            result["rss"] = sampler.summary()
             return result
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(30)
-        await drop_database(args.pg_admin_url, name)
 
 
 async def main() -> None:
-    """Parse arguments, run every concurrency, print a table."""
+    """Parse arguments, run every combination, print a table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reminders", type=int, default=3000)
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--mode", default="inprocess", help="inprocess, http, separate; a list")
+    parser.add_argument("--db", default="postgresql", help="postgresql, sqlite; a list")
+    parser.add_argument("--sweep-only", action="store_true", help="no dispatcher: time sweeps")
+    parser.add_argument("--baseline", type=Path, help="another checkout to compare, side by side")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
-    modes = args.mode.split(",")
-    if not set(modes) <= {"inprocess", "http", "separate"}:
+    modes = ["sweep-only"] if args.sweep_only else args.mode.split(",")
+    if not set(modes) <= {"inprocess", "http", "separate", "sweep-only"}:
         parser.error("--mode: inprocess, http or separate (comma-separated)")
-    print(f"{args.reminders} reminders, PostgreSQL, outbox (no fsync)")
-    print(f"{'mode':>9} {'concurrency':>11} {'reminders/s':>12} {'total s':>8} {'sweep s':>8} "
-          f"{'p50 s':>7} {'p99 s':>7}  CPU ms/reminder (serve[, dispatch])")  # fmt: skip
-    for concurrency in [int(c) for c in args.concurrency.split(",")]:
-        for _ in range(args.repeat):
-            for mode in modes:
-                await report_run(args, concurrency, mode)
+    databases = args.db.split(",")
+    if not set(databases) <= {"postgresql", "sqlite"}:
+        parser.error("--db: postgresql or sqlite (comma-separated)")
+    codes = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    print(f"{args.reminders} reminders, outbox (no fsync)")
+    print(f"{'db':>10} {'code':>8} {'mode':>10} {'conc.':>5} {'reminders/s':>11} {'total s':>8} "
+          f"{'sweep s':>8} {'sweeps':>6} {'p50 s':>7} {'p99 s':>7} "
+          f"{'RSS MB first/max/last':>22}  CPU ms/reminder (serve[, dispatch])")  # fmt: skip
+    for db in databases:
+        # Without a dispatcher the push concurrency changes nothing: one run per database.
+        concurrencies = [int(c) for c in args.concurrency.split(",")]
+        for concurrency in concurrencies[:1] if args.sweep_only else concurrencies:
+            for _ in range(args.repeat):
+                for mode in modes:
+                    for label, code in codes:
+                        await report_run(args, Run(db, mode, concurrency, code, label))
 
 
-async def report_run(args: argparse.Namespace, concurrency: int, mode: str) -> None:
+async def report_run(args: argparse.Namespace, run: Run) -> None:
     """One run, printed as a row of the table."""
-    result = await run_once(args, concurrency, mode)
+    result = await run_once(args, run)
+    first, peak, last = result["rss"]
+    latency = (
+        f"{result['p50']:>7.2f} {result['p99']:>7.2f}" if "p50" in result else f"{'-':>7} {'-':>7}"
+    )
     print(
-        f"{mode:>9} {concurrency:>11} {result['rate']:>12.0f} {result['elapsed']:>8.2f} "
-        f"{result['sweep']:>8.2f} {result['p50']:>7.2f} {result['p99']:>7.2f}  "
+        f"{run.db:>10} {run.label:>8} {run.mode:>10} {run.concurrency:>5} {result['rate']:>11.0f} "
+        f"{result['elapsed']:>8.2f} {result['sweep']:>8.2f} {result['sweeps']:>6} {latency} "
+        f"{f'{first:.0f}/{peak:.0f}/{last:.0f}':>22}  "
         + ", ".join(f"{ms:.2f}" for ms in result["cpu_ms"]),
         flush=True,
     )

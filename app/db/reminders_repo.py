@@ -202,6 +202,38 @@ async def claim_due_reminders(
     return sorted(due, key=lambda item: (item.due_at, item.id))
 
 
+_LOCK_DUE = (
+    select(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version)
+    .where(*_SWEEPABLE)
+    .order_by(r.c.due_at)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+
+
+async def lock_due_reminders(
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    horizon_end: datetime,
+    claim_until: datetime,
+    limit: int,
+) -> list[DueReminder]:
+    """Like ``claim_due_reminders``, for a caller that publishes and marks the rows in this
+    same transaction: PostgreSQL row-locks them (skipping rows other sweeps hold) without
+    writing a claim, saving a row version per reminder; SQLite, which has no row locks,
+    claims them, so its first statement takes the write lock (a read first could not later
+    become the writer if another process wrote meanwhile)."""
+    if conn.dialect.name != "postgresql":
+        return await claim_due_reminders(
+            conn, now=now, horizon_end=horizon_end, claim_until=claim_until, limit=limit
+        )
+    params = {"now": now, "horizon_end": horizon_end, "limit": limit}
+    rows = (await conn.execute(_LOCK_DUE, params)).all()
+    due = [DueReminder(x.id, x.due_at, tuple(x.channels), x.schedule_version) for x in rows]
+    return sorted(due, key=lambda item: (item.due_at, item.id))
+
+
 _MARK_ENQUEUED = (
     update(r)
     .where(

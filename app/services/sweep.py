@@ -43,7 +43,7 @@ class SweepLimits:
 
 
 @runtime_checkable
-class SameDatabasePublisher(Protocol):
+class SameDatabasePublisher(QueuePublisher, Protocol):
     """A queue kept in a database (the embedded queue): when it is the sweep's own, the
     messages and the mark that they were published commit in one transaction."""
 
@@ -144,26 +144,25 @@ async def sweep(
         horizon_end=horizon_end(now, publisher),
         out_of_time=lambda: monotonic() - started >= limits.time_budget_seconds / 2,
     )
+    shared = _same_database(publisher, engine)
     while monotonic() - started < limits.time_budget_seconds:
         now = clock()
-        async with engine.begin() as conn:
-            batch = await reminders_repo.claim_due_reminders(
-                conn,
-                now=now,
-                horizon_end=horizon_end(now, publisher),
-                claim_until=now + timedelta(seconds=limits.claim_seconds),
-                limit=limits.batch_size,
-            )
-        if not batch:
-            break
         try:
-            messages += await _publish_batch(engine, publisher, batch, now, queue_for, clock)
+            if shared is not None:
+                swept = await _sweep_batch_in_one_transaction(
+                    engine, shared, now=now, limits=limits, queue_for=queue_for, clock=clock
+                )
+            else:
+                swept = await _sweep_batch(
+                    engine, publisher, now=now, limits=limits, queue_for=queue_for, clock=clock
+                )
         except PublishError as failure:
             error = str(failure)
             log.error("sweep stopped: the queue refused a batch: %s", error)
             break
-        enqueued += len(batch)
-        if len(batch) < limits.batch_size:
+        enqueued += swept.reminders
+        messages += swept.messages
+        if swept.reminders < limits.batch_size:
             break
     republished = 0
     if error is None and monotonic() - started < limits.time_budget_seconds:
@@ -200,24 +199,43 @@ async def sweep(
     )
 
 
-async def _publish_batch(
+def _same_database(publisher: QueuePublisher, engine: AsyncEngine) -> SameDatabasePublisher | None:
+    """The publisher, when its queue lives in the sweep's own database."""
+    if isinstance(publisher, SameDatabasePublisher) and publisher.shares_database(engine):
+        return publisher
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Swept:
+    reminders: int
+    messages: int
+
+
+async def _sweep_batch(
     engine: AsyncEngine,
     publisher: QueuePublisher,
-    batch: list[DueReminder],
+    *,
     now: datetime,
+    limits: SweepLimits,
     queue_for: Callable[[str], str],
     clock: Callable[[], datetime],
-) -> int:
-    # Publish with no transaction open; the claim (sweep_claimed_until) keeps other sweeps
-    # off these rows. A crash before mark_enqueued re-publishes with the same keys later.
-    per_reminder = [
-        _traced_messages(due, now=now, max_delay=publisher.max_delay_seconds, queue_for=queue_for)
-        for due in batch
-    ]
+) -> _Swept:
+    """Claim a batch, publish it with no transaction open, mark it: for any queue."""
+    async with engine.begin() as conn:
+        batch = await reminders_repo.claim_due_reminders(
+            conn,
+            now=now,
+            horizon_end=horizon_end(now, publisher),
+            claim_until=now + timedelta(seconds=limits.claim_seconds),
+            limit=limits.batch_size,
+        )
+    if not batch:
+        return _Swept(0, 0)
+    # The claim (sweep_claimed_until) keeps other sweeps off these rows. A crash before
+    # mark_enqueued re-publishes with the same keys once the claim expires.
+    per_reminder = _messages(batch, now, publisher.max_delay_seconds, queue_for)
     flat = [message for group in per_reminder for message in group]
-    if isinstance(publisher, SameDatabasePublisher) and publisher.shares_database(engine):
-        await _publish_and_mark_together(engine, publisher, batch, per_reminder, flat, clock)
-        return len(flat)
     try:
         ids = await publisher.publish_batch(flat)
     except PublishError:
@@ -226,28 +244,55 @@ async def _publish_batch(
         raise
     async with engine.begin() as conn:
         await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
-    return len(flat)
+    return _Swept(len(batch), len(flat))
 
 
-async def _publish_and_mark_together(
+async def _sweep_batch_in_one_transaction(
     engine: AsyncEngine,
     publisher: SameDatabasePublisher,
-    batch: list[DueReminder],
-    per_reminder: list[list[OutgoingMessage]],
-    flat: list[OutgoingMessage],
+    *,
+    now: datetime,
+    limits: SweepLimits,
+    queue_for: Callable[[str], str],
     clock: Callable[[], datetime],
-) -> None:
-    # One transaction: a crash before its commit leaves neither messages nor marks, only
-    # the claim, and the sweep after it expires publishes with the same keys.
-    try:
-        async with engine.begin() as conn:
-            ids = await publisher.publish_within(conn, flat)
-            await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
-    except PublishError:
-        async with engine.begin() as conn:
-            await reminders_repo.release_sweep_claims(conn, [due.id for due in batch])
-        raise
+) -> _Swept:
+    """Select, publish and mark a batch in one transaction of the queue's own database.
+
+    A crash or a refusal before the commit leaves nothing behind: no message, no mark and
+    (PostgreSQL) no claim, so the next sweep publishes the rows with the same keys."""
+    async with engine.begin() as conn:
+        batch = await reminders_repo.lock_due_reminders(
+            conn,
+            now=now,
+            horizon_end=now + timedelta(seconds=publisher.max_delay_seconds),
+            claim_until=now + timedelta(seconds=limits.claim_seconds),
+            limit=limits.batch_size,
+        )
+        if not batch:
+            return _Swept(0, 0)
+        per_reminder = _messages(batch, now, publisher.max_delay_seconds, queue_for)
+        flat = [message for group in per_reminder for message in group]
+        ids = await publisher.publish_within(conn, flat)
+        await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
     publisher.notify_published()
+    return _Swept(len(batch), len(flat))
+
+
+def _messages(
+    batch: list[DueReminder], now: datetime, max_delay: float, queue_for: Callable[[str], str]
+) -> list[list[OutgoingMessage]]:
+    """Each reminder's messages; a channel's queue is looked up once per batch."""
+    queues: dict[str, str] = {}
+
+    def cached_queue_for(channel: str) -> str:
+        if channel not in queues:
+            queues[channel] = queue_for(channel)
+        return queues[channel]
+
+    return [
+        _traced_messages(due, now=now, max_delay=max_delay, queue_for=cached_queue_for)
+        for due in batch
+    ]
 
 
 def _pair(
