@@ -222,8 +222,9 @@ async def lock_due_reminders(
     """Like ``claim_due_reminders``, for a caller that publishes and marks the rows in this
     same transaction: PostgreSQL row-locks them (skipping rows other sweeps hold) without
     writing a claim, saving a row version per reminder; SQLite, which has no row locks,
-    claims them, so its first statement takes the write lock (a read first could not later
-    become the writer if another process wrote meanwhile)."""
+    claims them as ``claim_due_reminders`` does. That claim commits on its own (pysqlite
+    opens no transaction before a statement starting ``WITH``), so after a crash SQLite's
+    rows wait for the claim to expire, as with any other queue."""
     if conn.dialect.name != "postgresql":
         return await claim_due_reminders(
             conn, now=now, horizon_end=horizon_end, claim_until=claim_until, limit=limit

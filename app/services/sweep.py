@@ -258,13 +258,14 @@ async def _sweep_batch_in_one_transaction(
 ) -> _Swept:
     """Select, publish and mark a batch in one transaction of the queue's own database.
 
-    A crash or a refusal before the commit leaves nothing behind: no message, no mark and
-    (PostgreSQL) no claim, so the next sweep publishes the rows with the same keys."""
+    A crash or a refusal before the commit leaves no message and no mark. PostgreSQL's
+    rows hold no claim either, so the next sweep publishes them with the same keys;
+    SQLite's wait for their claim to expire (see ``lock_due_reminders``)."""
     async with engine.begin() as conn:
         batch = await reminders_repo.lock_due_reminders(
             conn,
             now=now,
-            horizon_end=now + timedelta(seconds=publisher.max_delay_seconds),
+            horizon_end=horizon_end(now, publisher),
             claim_until=now + timedelta(seconds=limits.claim_seconds),
             limit=limits.batch_size,
         )
@@ -272,8 +273,18 @@ async def _sweep_batch_in_one_transaction(
             return _Swept(0, 0)
         per_reminder = _messages(batch, now, publisher.max_delay_seconds, queue_for)
         flat = [message for group in per_reminder for message in group]
-        ids = await publisher.publish_within(conn, flat)
-        await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
+        refusal: PublishError | None = None
+        try:
+            ids = await publisher.publish_within(conn, flat)
+        except PublishError as failure:
+            refusal = failure  # checked before anything was written
+        else:
+            await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
+    if refusal is not None:
+        # SQLite's claim committed apart (see lock_due_reminders): let the next sweep retry.
+        async with engine.begin() as conn:
+            await reminders_repo.release_sweep_claims(conn, [due.id for due in batch])
+        raise refusal
     publisher.notify_published()
     return _Swept(len(batch), len(flat))
 
