@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db import reminders_repo
+from app.db.dialects import plan_for_these_arrays
 from app.db.reminders_repo import DueReminder
 from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
@@ -262,6 +263,7 @@ async def _sweep_batch_in_one_transaction(
     rows hold no claim either, so the next sweep publishes them with the same keys;
     SQLite's wait for their claim to expire (see ``lock_due_reminders``)."""
     async with engine.begin() as conn:
+        await plan_for_these_arrays(conn)
         batch = await reminders_repo.lock_due_reminders(
             conn,
             now=now,
