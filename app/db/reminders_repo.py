@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.states import ReminderState
 
-from .dialects import insert_for, lock_by_id
+from .dialects import among, insert_for, lock_by_id
 from .tables import reminders
 from .types import UTCDateTime
 
@@ -311,10 +311,13 @@ async def _mark_enqueued_unnest(
 
 
 async def release_sweep_claims(conn: AsyncConnection, reminder_ids: Sequence[str]) -> None:
-    """Let the next sweep retry reminders this one claimed but could not publish."""
+    """Let the next sweep retry reminders this one claimed but could not publish. Rows
+    without a claim (PostgreSQL's one-transaction batch only locked them) are not rewritten."""
     if reminder_ids:
         await conn.execute(
-            update(r).where(r.c.id.in_(list(reminder_ids))).values(sweep_claimed_until=None)
+            update(r)
+            .where(among(conn, r.c.id, reminder_ids), r.c.sweep_claimed_until.is_not(None))
+            .values(sweep_claimed_until=None)
         )
 
 
