@@ -327,17 +327,23 @@ def raw_pool(engine: AsyncEngine, *, size: int) -> asyncpg.Pool:
     return asyncpg.create_pool(
         **params, min_size=0, max_size=size, reset=_keep_session,
         max_inactive_connection_lifetime=0,
+        max_cached_statement_lifetime=STATEMENT_LIFETIME_SECONDS,
     )  # fmt: skip
 
 
 # The group statements take arrays (``unnest``): left to choose, PostgreSQL plans them
 # again on every execution (a custom plan for each array), which cost ~600 µs of server CPU
 # per statement, four times the statement itself. Their generic plan (index lookups per
-# item) is the right one for any batch size once the ledger has statistics; a plan made
-# while it was nearly empty may scan it instead, until autoanalyze's new statistics
-# invalidate the cached plans (asyncpg also prepares its statements again after five
-# minutes). Every other statement on these connections is a single-row lookup by key.
+# item) is the right one for any batch size, made once per connection. Every other
+# statement on these connections is a single-row lookup by key.
 _SESSION_SETTINGS = {"plan_cache_mode": "force_generic_plan"}
+
+# But a plan is made for the table as it is then: one made while the ledger was nearly
+# empty scans it, and stays until ANALYZE replaces the statistics (never, with autovacuum
+# off). Measured: a million-reminder run whose first statements met an empty ledger spent
+# 300 ms per finalize a few minutes later. So each connection prepares, and plans, its
+# statements again every half minute: a few milliseconds each time.
+STATEMENT_LIFETIME_SECONDS = 30
 
 
 async def _keep_session(_connection: asyncpg.Connection) -> None:
