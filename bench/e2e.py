@@ -22,8 +22,10 @@ For each database, push concurrency C (and repetition), on 127.0.0.1:
    ``separate`` runs ``reminders dispatch`` as a second process. Several modes
    (comma-separated) run side by side, alternating, so a noisy machine weighs on each alike;
 3. the clock starts, ``POST /cron/sweep`` is repeated until it answers ``remaining: 0`` (a
-   sweep stops at its time budget, ``REMINDERS_SWEEP_TIME_BUDGET_SECONDS``), and the ledger
-   is polled until N rows are ``sent``; the clock stops.
+   sweep stops at its time budget, ``REMINDERS_SWEEP_TIME_BUDGET_SECONDS``; on PostgreSQL
+   each answer is followed by ``ANALYZE`` of the queue and ledger tables, as autoanalyze
+   would on a server with autovacuum on, which this machine's is not), and the ledger is
+   polled until N rows are ``sent``; the clock stops.
 
 ``--sweep-only`` runs no dispatcher: the figure is the sweeps alone, from the first request
 to the last answer, and the run checks that N messages wait in the queue and N reminders
@@ -161,6 +163,9 @@ class Database:
         """The database's clock (the ledger's ``sent_at`` is written by the service's)."""
         return datetime.now(UTC)
 
+    async def analyze(self) -> None:
+        """Refresh the planner's statistics (nothing by default)."""
+
     async def drop(self) -> None:
         """Remove the database."""
 
@@ -203,6 +208,14 @@ class PostgresDatabase(Database):
         # Statistics as a live table has them: planned on the empty table's, the claim's
         # join of a batch's ids to the table can become a scan of the table per id.
         await self.conn.execute("ANALYZE")
+
+    async def analyze(self) -> None:
+        # What autoanalyze does on a live server after a bulk change. This machine runs
+        # PostgreSQL with autovacuum off: without it the statistics of the seeding's
+        # ANALYZE (an empty queue) stay, and the dispatcher's claim was planned as a scan
+        # and sort of every queued message (580 ms per claim, a million queued).
+        assert self.conn is not None
+        await self.conn.execute("ANALYZE queue_messages, queue_idempotency_keys, send_records")
 
     async def scalar(self, sql: str) -> Any:
         assert self.conn is not None
@@ -337,8 +350,9 @@ class MemorySampler:
         return self.samples[0], max(self.samples), self.samples[-1]
 
 
-async def sweep_until_done(base_url: str, count: int) -> tuple[float, int]:
-    """``POST /cron/sweep`` until nothing is left; the requests' total seconds and count."""
+async def sweep_until_done(db: Database, base_url: str, count: int) -> tuple[float, int]:
+    """``POST /cron/sweep`` until nothing is left; the requests' total seconds and count.
+    After each sweep the database's statistics are refreshed (``Database.analyze``)."""
     seconds, sweeps, enqueued = 0.0, 0, 0
     async with httpx.AsyncClient(timeout=900) as client:
         while True:
@@ -351,6 +365,7 @@ async def sweep_until_done(base_url: str, count: int) -> tuple[float, int]:
             if swept.status_code != 200:
                 raise SystemExit(f"sweep answered {swept.status_code}: {swept.text}")
             enqueued += swept.json()["enqueued"]
+            await db.analyze()
             if swept.json()["remaining"] == 0:
                 break
     if enqueued != count:
@@ -363,7 +378,7 @@ async def measure(db: Database, base_url: str, count: int, sweep_only: bool) -> 
     sent; a large run polls once a second, as counting a million rows costs the database."""
     swept_at = await db.now()
     started = time.perf_counter()
-    sweep_seconds, sweeps = await sweep_until_done(base_url, count)
+    sweep_seconds, sweeps = await sweep_until_done(db, base_url, count)
     result: dict[str, Any] = {"sweep": sweep_seconds, "sweeps": sweeps}
     if sweep_only:
         result.update(rate=count / sweep_seconds, elapsed=time.perf_counter() - started)
