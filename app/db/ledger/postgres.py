@@ -131,9 +131,7 @@ class PgLedger(CoreLedger):
             return [await self._fetchrow(CLAIM_OR_READ.sql, *args)]
         try:
             rows = await self._fetch(CLAIM_BATCH, *_claim_arrays(items))
-        except asyncpg.PostgresError:
-            if len(items) == 1:
-                raise
+        except asyncpg.PostgresError:  # refused, so nothing written: each item alone
             return await _one_by_one(self._claim_batch, items)
         by_position = {row["n"]: row for row in rows}
         return [by_position.get(position) for position in range(1, len(items) + 1)]
@@ -191,9 +189,7 @@ class PgLedger(CoreLedger):
                     return [(row[0], bool(row[1])) if row else (0, False)]
                 try:
                     rows = await self._fetch(sql, *_finalize_arrays(items, len(columns)))
-                except asyncpg.PostgresError:
-                    if len(items) == 1:
-                        raise
+                except asyncpg.PostgresError:  # refused, so nothing written: each item alone
                     return await _one_by_one(run, items)
                 settled = {row["id"]: row["settled"] for row in rows}
                 return [(1, settled[i.record_id]) if i.record_id in settled else (0, False)
