@@ -197,7 +197,10 @@ async def claim_due_reminders(
 ) -> list[DueReminder]:
     """Claim up to ``limit`` scheduled reminders due before ``horizon_end``, oldest first."""
     params = {"now": now, "horizon_end": horizon_end, "claim_until": claim_until, "limit": limit}
-    rows = (await conn.execute(_CLAIM_DUE, params)).all()
+    return _oldest_first((await conn.execute(_CLAIM_DUE, params)).all())
+
+
+def _oldest_first(rows: Sequence[Any]) -> list[DueReminder]:
     due = [DueReminder(x.id, x.due_at, tuple(x.channels), x.schedule_version) for x in rows]
     return sorted(due, key=lambda item: (item.due_at, item.id))
 
@@ -230,9 +233,7 @@ async def lock_due_reminders(
             conn, now=now, horizon_end=horizon_end, claim_until=claim_until, limit=limit
         )
     params = {"now": now, "horizon_end": horizon_end, "limit": limit}
-    rows = (await conn.execute(_LOCK_DUE, params)).all()
-    due = [DueReminder(x.id, x.due_at, tuple(x.channels), x.schedule_version) for x in rows]
-    return sorted(due, key=lambda item: (item.due_at, item.id))
+    return _oldest_first((await conn.execute(_LOCK_DUE, params)).all())
 
 
 _MARK_ENQUEUED = (

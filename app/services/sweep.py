@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -213,6 +213,16 @@ class _Swept:
     messages: int
 
 
+def _window(now: datetime, limits: SweepLimits, publisher: QueuePublisher) -> dict[str, Any]:
+    """Which due reminders one batch takes, and for how long a claim holds them."""
+    return {
+        "now": now,
+        "horizon_end": horizon_end(now, publisher),
+        "claim_until": now + timedelta(seconds=limits.claim_seconds),
+        "limit": limits.batch_size,
+    }
+
+
 async def _sweep_batch(
     engine: AsyncEngine,
     publisher: QueuePublisher,
@@ -224,13 +234,7 @@ async def _sweep_batch(
 ) -> _Swept:
     """Claim a batch, publish it with no transaction open, mark it: for any queue."""
     async with engine.begin() as conn:
-        batch = await reminders_repo.claim_due_reminders(
-            conn,
-            now=now,
-            horizon_end=horizon_end(now, publisher),
-            claim_until=now + timedelta(seconds=limits.claim_seconds),
-            limit=limits.batch_size,
-        )
+        batch = await reminders_repo.claim_due_reminders(conn, **_window(now, limits, publisher))
     if not batch:
         return _Swept(0, 0)
     # The claim (sweep_claimed_until) keeps other sweeps off these rows. A crash before
@@ -264,13 +268,7 @@ async def _sweep_batch_in_one_transaction(
     SQLite's wait for their claim to expire (see ``lock_due_reminders``)."""
     async with engine.begin() as conn:
         await plan_for_these_arrays(conn)
-        batch = await reminders_repo.lock_due_reminders(
-            conn,
-            now=now,
-            horizon_end=horizon_end(now, publisher),
-            claim_until=now + timedelta(seconds=limits.claim_seconds),
-            limit=limits.batch_size,
-        )
+        batch = await reminders_repo.lock_due_reminders(conn, **_window(now, limits, publisher))
         if not batch:
             return _Swept(0, 0)
         per_reminder = _messages(batch, now, publisher.max_delay_seconds, queue_for)

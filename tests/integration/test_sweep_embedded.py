@@ -7,22 +7,15 @@ import pytest
 
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.db import queue_repo, reminders_repo
-from app.db.engine import create_engine
 from app.domain.errors import PublishError
 from app.domain.queueing import MAX_DELAY_SECONDS as SEVEN_DAYS
 from app.services import customers
 from app.services.customers import CustomerChange
 from app.services.sweep import SweepLimits, messages_for, sweep
+from tests.integration.test_sweep import engine
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def engine(clean_database_url):
-    """An engine on the emptied test database."""
-    built = create_engine(clean_database_url)
-    yield built
-    await built.dispose()
+__all__ = ["engine"]  # the fixture: an engine on the emptied test database
 
 
 @pytest.fixture
