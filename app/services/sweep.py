@@ -8,6 +8,7 @@ republishes the sends of ``enqueued`` rows whose queue message was lost
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -239,8 +240,7 @@ async def _sweep_batch(
         return _Swept(0, 0)
     # The claim (sweep_claimed_until) keeps other sweeps off these rows. A crash before
     # mark_enqueued re-publishes with the same keys once the claim expires.
-    per_reminder = _messages(batch, now, publisher.max_delay_seconds, queue_for)
-    flat = [message for group in per_reminder for message in group]
+    per_reminder, flat = _messages(batch, now, publisher.max_delay_seconds, queue_for)
     try:
         ids = await publisher.publish_batch(flat)
     except PublishError:
@@ -271,8 +271,7 @@ async def _sweep_batch_in_one_transaction(
         batch = await reminders_repo.lock_due_reminders(conn, **_window(now, limits, publisher))
         if not batch:
             return _Swept(0, 0)
-        per_reminder = _messages(batch, now, publisher.max_delay_seconds, queue_for)
-        flat = [message for group in per_reminder for message in group]
+        per_reminder, flat = _messages(batch, now, publisher.max_delay_seconds, queue_for)
         refusal: PublishError | None = None
         try:
             ids = await publisher.publish_within(conn, flat)
@@ -291,19 +290,14 @@ async def _sweep_batch_in_one_transaction(
 
 def _messages(
     batch: list[DueReminder], now: datetime, max_delay: float, queue_for: Callable[[str], str]
-) -> list[list[OutgoingMessage]]:
-    """Each reminder's messages; a channel's queue is looked up once per batch."""
-    queues: dict[str, str] = {}
-
-    def cached_queue_for(channel: str) -> str:
-        if channel not in queues:
-            queues[channel] = queue_for(channel)
-        return queues[channel]
-
-    return [
-        _traced_messages(due, now=now, max_delay=max_delay, queue_for=cached_queue_for)
-        for due in batch
+) -> tuple[list[list[OutgoingMessage]], list[OutgoingMessage]]:
+    """Each reminder's messages, and all of them in one list; a channel's queue is looked
+    up once per batch."""
+    per_channel = functools.cache(queue_for)
+    per_reminder = [
+        _traced_messages(due, now=now, max_delay=max_delay, queue_for=per_channel) for due in batch
     ]
+    return per_reminder, [message for group in per_reminder for message in group]
 
 
 def _pair(

@@ -23,13 +23,13 @@ from sqlalchemy.util import await_only
 from app.domain.ports import LedgerGateway
 
 from .core import CoreLedger
-from .postgres import PgLedger
+from .postgres import STATEMENTS_IN_FLIGHT, PgLedger
 
 __all__ = ["CoreLedger", "LedgerGateway", "PgLedger", "ledger_for"]
 
 
 def ledger_for(
-    engine: AsyncEngine, *, raw_connections: int, statements_in_flight: int = 4
+    engine: AsyncEngine, *, raw_connections: int, statements_in_flight: int = STATEMENTS_IN_FLIGHT
 ) -> LedgerGateway:
     """The fastest gateway for the engine's database: raw asyncpg on PostgreSQL when it is
     given connections of its own (``engine.connection_budget``), else SQLAlchemy Core.

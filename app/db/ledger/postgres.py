@@ -56,23 +56,31 @@ def connect_kwargs(engine: AsyncEngine) -> dict[str, Any]:
     return params
 
 
+# Group statements of each kind (claims; finalizes) running at once, unless configured
+# (REMINDERS_DATABASE_GROUP_STATEMENTS).
+STATEMENTS_IN_FLIGHT = 4
+
+
 class PgLedger(CoreLedger):
-    """The ledger gateway on PostgreSQL: the hot phases one raw statement each.
+    """The ledger gateway on PostgreSQL: the hot phases as raw statements, concurrent
+    claims and finalizes sharing one (group commit, ``group_commit``).
 
     Claim, read, release and finalize run on asyncpg's own pool; the rare phases (a failed
     send's finalize with its dead letter, a quarantined delivery) are ``CoreLedger``'s, on
     the engine. The two pools split the process's connection budget (``engine.py``).
     """
 
-    def __init__(self, engine: AsyncEngine, *, size: int, statements_in_flight: int = 4) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, size: int, statements_in_flight: int = STATEMENTS_IN_FLIGHT
+    ) -> None:
         super().__init__(engine)
         self._size = size
-        self._in_flight = statements_in_flight  # per kind of group statement
+        self._in_flight = statements_in_flight
         # Made on first use: asyncpg binds a pool to the event loop running when it is built,
         # and a container may be built before its server's loop runs (tests, live servers).
         self._pool: asyncpg.Pool | None = None
         self._claims = GroupCommit(
-            self._claim_batch, key=lambda item: item.key, max_in_flight=statements_in_flight
+            self._claim_batch, key=lambda item: item.key, max_in_flight=self._in_flight
         )
         self._finalizes: dict[tuple[str, ...], GroupCommit[_Finalize, tuple[int, bool]]] = {}
 
@@ -188,7 +196,7 @@ class PgLedger(CoreLedger):
                     )  # fmt: skip
                     return [(row[0], bool(row[1])) if row else (0, False)]
                 try:
-                    rows = await self._fetch(sql, *_finalize_arrays(items, len(columns)))
+                    rows = await self._fetch(sql, *_finalize_arrays(items))
                 except asyncpg.PostgresError:  # refused, so nothing written: each item alone
                     return await _one_by_one(run, items)
                 settled = {row["id"]: row["settled"] for row in rows}
@@ -259,7 +267,7 @@ def _claim_arrays(items: Sequence[_Claim]) -> list[list[Any]]:
     ]
 
 
-def _finalize_arrays(items: Sequence[_Finalize], width: int) -> list[list[Any]]:
+def _finalize_arrays(items: Sequence[_Finalize]) -> list[list[Any]]:
     fixed: list[list[Any]] = [
         [item.record_id for item in items],
         [item.attempt for item in items],
@@ -267,7 +275,7 @@ def _finalize_arrays(items: Sequence[_Finalize], width: int) -> list[list[Any]]:
         [item.reminder_id for item in items],
         [item.channel_count for item in items],
     ]
-    return fixed + [[item.values[column] for item in items] for column in range(width)]
+    return fixed + [list(column) for column in zip(*(item.values for item in items), strict=True)]
 
 
 async def _one_by_one(run: Any, items: Sequence[Any]) -> list[Any]:
