@@ -17,7 +17,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.adapters.queues.google_check import GOOGLE_KINDS, check_google
 from app.adapters.queues.infrai import (
     InfraiApi,
     build_http_client,
@@ -39,6 +38,7 @@ from app.domain.errors import ReminderRelayError
 from app.domain.retry import BackoffPolicy
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, run_pull_worker
 from app.settings import Settings
+from app.settings.google import GOOGLE_KINDS
 
 console = Console()
 _STYLE = {
@@ -132,6 +132,8 @@ def check_command(
     infrai = "infrai" in settings.queue_kinds_in_use or not google
 
     async def run(container: Container) -> list[CheckResult]:
+        if google:  # the [gcp] extra, which the settings required for these kinds
+            from app.adapters.queues.google_check import check_google
         http = container.http
         assert http is not None  # open_container always builds the shared pool
         results = [r for kind in google for r in await check_google(kind, settings, http)]

@@ -10,18 +10,16 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from google.api_core.exceptions import GoogleAPIError
 from rich.console import Console
 from rich.table import Table
 
-from app.adapters.queues.google import run_google_setup
-from app.adapters.queues.google_check import GOOGLE_KINDS
 from app.adapters.queues.pubsub.api import PubSubApiError
 from app.adapters.queues.pubsub.setup import SetupAction
 from app.cli.common import load_settings, run_in_container
 from app.cli.infrai import setup_infrai_command
 from app.container import Container
 from app.settings import Settings
+from app.settings.google import GOOGLE_KINDS
 
 console = Console()
 SETUP_KINDS = ("infrai", *GOOGLE_KINDS)
@@ -54,6 +52,12 @@ def setup_command(
 
 
 def _google(kind: str, settings: Settings) -> list[SetupAction]:
+    # Imported here: the Google libraries come from the [gcp] extra, which the settings
+    # already required when a Google queue is configured.
+    from google.api_core.exceptions import GoogleAPIError
+
+    from app.adapters.queues.google import run_google_setup
+
     async def work(container: Container) -> list[SetupAction]:
         assert container.http is not None  # open_container always builds the shared pool
         return await run_google_setup(kind, settings, container.http)

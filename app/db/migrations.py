@@ -11,13 +11,17 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-_ROOT = Path(__file__).resolve().parents[2]
+# The migrations ship inside the package: ``app/migrations`` is the top-level ``alembic/``
+# folder (a link in the source tree, a copy in the wheel), so an installed wheel migrates
+# without the source tree and contributors keep ``alembic upgrade head`` at the top level.
+MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
 
 
 def alembic_config(database_url: str) -> Config:
-    """An Alembic config for this project's migrations and the given database."""
-    config = Config(str(_ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(_ROOT / "alembic"))
+    """An Alembic config for the packaged migrations and the given database (no ini file)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = database_url
     config.attributes["configure_logger"] = False
     return config

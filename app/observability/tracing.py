@@ -22,6 +22,8 @@ import functools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from app.settings.extras import OTEL
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -32,9 +34,7 @@ _tracer: Tracer | None = None  # set by enable_tracing; None: tracing is off
 _provider: TracerProvider | None = None
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-MISSING_EXTRA = (
-    "REMINDERS_OTEL_ENABLED=true needs OpenTelemetry: pip install 'reminder-relay[otel]'"
-)
+MISSING_EXTRA = OTEL.hint("REMINDERS_OTEL_ENABLED=true")
 
 
 def tracing_enabled() -> bool:

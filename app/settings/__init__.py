@@ -5,10 +5,10 @@ from typing import TypeVar
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
+from app.settings.catalog import setting_variables, settings_classes
 from app.settings.core import Settings
 from app.settings.database import DEFAULT_SQLITE_URL, DatabaseSettings
 from app.settings.embedded import EmbeddedQueueSettings
-from app.settings.google import CloudTasksSettings, GooglePushSettings, PubSubSettings
 from app.settings.infrai import InfraiSettings
 from app.settings.problems import ConfigurationProblems, describe, explain, merge
 from app.settings.secrets import SECRET_FIELDS
@@ -16,6 +16,8 @@ from app.settings.secrets import SECRET_FIELDS
 __all__ = [
     "DEFAULT_SQLITE_URL",
     "SECRET_FIELDS",
+    "SETTINGS_CLASSES",
+    "SETTING_VARIABLES",
     "ConfigurationProblems",
     "DatabaseSettings",
     "EmbeddedQueueSettings",
@@ -25,16 +27,10 @@ __all__ = [
     "read_settings",
 ]
 
-# Every settings class, so that a field error names its variable with the right prefix.
-_CLASSES = (
-    Settings,
-    DatabaseSettings,
-    EmbeddedQueueSettings,
-    InfraiSettings,
-    CloudTasksSettings,
-    PubSubSettings,
-    GooglePushSettings,
-)
+# Every settings class (so a field error names its variable with the right prefix) and
+# every variable, derived from the model's fields.
+SETTINGS_CLASSES = settings_classes(Settings)
+SETTING_VARIABLES = setting_variables(Settings)
 S = TypeVar("S", bound=BaseSettings)
 
 
@@ -47,7 +43,7 @@ def read_settings(cls: type[S]) -> S:
     try:
         return cls()
     except ValidationError as error:
-        problems = describe(error, _CLASSES)
+        problems = describe(error, SETTINGS_CLASSES)
         unparsed = {
             str(item["loc"][0])
             for item in error.errors()
@@ -60,5 +56,5 @@ def read_settings(cls: type[S]) -> S:
         try:
             cls(**defaults)
         except ValidationError as again:
-            problems = merge(problems, describe(again, _CLASSES))
+            problems = merge(problems, describe(again, SETTINGS_CLASSES))
     raise problems from None

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.settings.problems import MissingSecrets
 from app.settings.secrets import DEV_CHANNEL_SECRETS, is_placeholder
@@ -21,6 +21,8 @@ def split_csv(value: object) -> object:
 
 class ChannelSettings(BaseSettings):
     """Which provider sends each channel, and what those providers need."""
+
+    model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
 
     email_provider: str = "outbox"
     webhook_provider: str = "outbox"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -13,6 +12,7 @@ from app.settings.aws import QStashSettings, SnsSettings, check_aws_settings
 from app.settings.channels import ChannelSettings, split_csv
 from app.settings.database import DatabaseSettings
 from app.settings.embedded import EmbeddedQueueSettings
+from app.settings.extras import OTEL, QUEUE_KIND_EXTRAS
 from app.settings.google import (
     CloudTasksSettings,
     GooglePushSettings,
@@ -116,6 +116,7 @@ class Settings(DatabaseSettings, ChannelSettings):
                 ),
                 lambda: self.check_channels(dev_mode=self.dev_mode),
                 self._check_queue_kinds,
+                self._check_queue_extras,
                 self._check_embedded_retries,
                 self._check_tracing,
             ]
@@ -130,10 +131,25 @@ class Settings(DatabaseSettings, ChannelSettings):
             )
 
     def _check_tracing(self) -> None:
-        if self.otel_enabled and importlib.util.find_spec("opentelemetry") is None:
-            from app.observability.tracing import MISSING_EXTRA  # its one wording
+        if self.otel_enabled and not OTEL.installed():
+            raise ValueError(OTEL.hint("REMINDERS_OTEL_ENABLED=true"))
 
-            raise ValueError(MISSING_EXTRA)
+    def _check_queue_extras(self) -> None:
+        # Before anything imports a kind's client library: one line naming the extra.
+        missing = [
+            extra.hint(self._queue_kind_variable(kind))
+            for kind, extra in sorted(QUEUE_KIND_EXTRAS.items())
+            if kind in self.queue_kinds_in_use and not extra.installed()
+        ]
+        if missing:
+            raise ValueError("; ".join(missing))
+
+    def _queue_kind_variable(self, kind: str) -> str:
+        """The setting that chose ``kind`` (``REMINDERS_QUEUE=pubsub``, or a channel's own)."""
+        if self.queue == kind:
+            return f"REMINDERS_QUEUE={kind}"
+        channel = next(c for c, k in self.channel_queue_kinds.items() if k == kind)
+        return f"REMINDERS_{channel.upper()}_QUEUE_KIND={kind}"
 
     def _check_embedded_retries(self) -> None:
         if "embedded" in self.queue_kinds_in_use and self.embedded.max_retries <= self.max_attempts:

@@ -13,6 +13,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+GOOGLE_KINDS = ("cloudtasks", "pubsub")  # the queue kinds of the [gcp] extra
 
 
 class GooglePushSettings(BaseSettings):

@@ -10,11 +10,12 @@ from app.adapters.push_formats.qstash import QStashPushFormat
 from app.domain.clock import utc_now
 from app.domain.errors import ConfigError
 from app.domain.ports import PushFormat, QueuePublisher
+from app.settings.extras import AWS
 
 from .parts import QueueParts
 from .qstash import QStashPublisher
 
-_AWS_EXTRA = "an SNS queue needs: pip install 'reminder-relay[aws]'"
+_AWS_EXTRA = AWS.hint("an SNS queue")
 
 
 def build_sns_publisher(parts: QueueParts) -> QueuePublisher:

@@ -16,6 +16,7 @@ from google.api_core import exceptions as google_errors
 from app.adapters.channels.http import SharedHttp
 from app.adapters.queues.infrai.discovery import CheckResult
 from app.settings import Settings
+from app.settings.google import GOOGLE_KINDS
 
 from .cloudtasks.publisher import cloudtasks_client_factory
 from .google import (
@@ -28,7 +29,7 @@ from .parts import QueueParts
 from .pubsub.api import PubSubApiError
 from .pubsub.setup import subscription_body
 
-GOOGLE_KINDS = ("cloudtasks", "pubsub")
+__all__ = ["GOOGLE_KINDS", "check_google"]
 
 
 async def check_google(kind: str, settings: Settings, http: SharedHttp) -> list[CheckResult]:

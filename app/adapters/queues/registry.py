@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import import_module
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -27,12 +29,6 @@ from .aws import (
     build_sns_push_format,
 )
 from .embedded import EmbeddedQueuePublisher
-from .google import (
-    build_cloudtasks_publisher,
-    build_cloudtasks_push_format,
-    build_pubsub_publisher,
-    build_pubsub_push_format,
-)
 from .infrai import build_infrai_publisher
 from .memory import MemoryPublisher
 from .parts import QueueParts
@@ -82,12 +78,27 @@ def _infrai_push_format(parts: QueueParts) -> PushFormat:
     )
 
 
+def _lazy(module: str, builder: str) -> Callable[..., Any]:
+    """A builder imported on first use: a kind's client libraries come from an extra, and
+    the default install must start without them (the settings name the missing extra)."""
+
+    def build(*args: Any) -> Any:
+        return getattr(import_module(module, __package__), builder)(*args)
+
+    return build
+
+
 QUEUE_KINDS: dict[str, QueueKind] = {
     "memory": QueueKind(_memory, _infrai_push_format),
     "embedded": QueueKind(_embedded, _infrai_push_format),
     "infrai": QueueKind(_infrai, _infrai_push_format),
-    "cloudtasks": QueueKind(build_cloudtasks_publisher, build_cloudtasks_push_format),
-    "pubsub": QueueKind(build_pubsub_publisher, build_pubsub_push_format),
+    "cloudtasks": QueueKind(
+        _lazy(".google", "build_cloudtasks_publisher"),
+        _lazy(".google", "build_cloudtasks_push_format"),
+    ),
+    "pubsub": QueueKind(
+        _lazy(".google", "build_pubsub_publisher"), _lazy(".google", "build_pubsub_push_format")
+    ),
     "sns": QueueKind(build_sns_publisher, build_sns_push_format),
     "qstash": QueueKind(build_qstash_publisher, push_format_for=build_qstash_push_format_for),
 }
