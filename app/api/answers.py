@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from .inputs import StoredData
+
 Channel = Literal["email", "webhook"]
 ReminderStateName = Literal["scheduled", "enqueued", "done", "cancelled"]
 
@@ -130,7 +132,7 @@ class ReminderRow(BaseModel):
     due_at: At
     expires_at: At | None
     channels: list[Channel]
-    data: dict[str, Any]
+    data: StoredData
     state: ReminderStateName
     schedule_version: int
     schedule_id: str | None
@@ -226,7 +228,7 @@ class ScheduleRow(BaseModel):
     offset_days: int
     starts_at: At | None
     ends_at: At | None
-    data: dict[str, Any]
+    data: StoredData
     state: Literal["active", "paused", "deleted"]
     version: int
     materialized_through: At | None

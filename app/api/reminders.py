@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -27,14 +26,13 @@ from app.services.customers import CustomerChange
 
 from .answers import CustomerOut, ReminderOut, ReminderPage, ReminderPut, ReminderStateName
 from .deps import ConnectionDep, ContainerDep, require_api_token
-from .inputs import ApiModel, Instant
+from .inputs import ApiModel, Instant, SmallData
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
 
 Channel = Literal["email", "webhook"]
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
-MAX_DATA_BYTES = 16 * 1024
 MAX_URL_LENGTH = 2048  # customers.webhook_url
 KIND_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,99}$"
 # Shared by the lists: an id filter, the page size and the opaque cursor.
@@ -56,16 +54,6 @@ def _unique(channels: list[str]) -> list[str]:
     return list(dict.fromkeys(channels))
 
 
-def _small(data: dict[str, Any]) -> dict[str, Any]:
-    try:
-        encoded = json.dumps(data, allow_nan=False)
-    except ValueError:
-        raise ValueError("NaN and Infinity are not JSON numbers") from None
-    if len(encoded) > MAX_DATA_BYTES:
-        raise ValueError(f"data must serialize to at most {MAX_DATA_BYTES} bytes")
-    return data
-
-
 def _fits_the_column(url: AnyHttpUrl) -> AnyHttpUrl:
     if len(str(url)) > MAX_URL_LENGTH:
         raise ValueError(f"must be at most {MAX_URL_LENGTH} characters")
@@ -74,7 +62,6 @@ def _fits_the_column(url: AnyHttpUrl) -> AnyHttpUrl:
 
 # Shared by reminders and schedules: channels deduplicated in order, data kept small.
 Channels = Annotated[list[Channel], Field(min_length=1), AfterValidator(_unique)]
-SmallData = Annotated[dict[str, Any], AfterValidator(_small)]
 HHMM_PATTERN = r"^([01]\d|2[0-3]):[0-5]\d$"
 WebhookUrl = Annotated[AnyHttpUrl, AfterValidator(_fits_the_column)]
 

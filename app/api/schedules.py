@@ -20,8 +20,8 @@ from app.services.reminders import require_templates
 
 from .answers import ScheduleOut, SchedulePage
 from .deps import ConnectionDep, ContainerDep, require_api_token
-from .inputs import ApiModel, Instant
-from .reminders import Channels, Cursor, IdFilter, Limit, SmallData
+from .inputs import ApiModel, Instant, SmallData
+from .reminders import Channels, Cursor, IdFilter, Limit
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["schedules"])
 

@@ -16,8 +16,8 @@ from app.services import templates as service
 
 from .answers import At, Channel
 from .deps import ConnectionDep, ContainerDep, require_api_token
-from .inputs import ApiModel, Instant
-from .reminders import ID_PATTERN, KIND_PATTERN, Channels, CustomerIn, SmallData, customer_fields
+from .inputs import ApiModel, Instant, SmallData
+from .reminders import ID_PATTERN, KIND_PATTERN, Channels, CustomerIn, customer_fields
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["templates"])
 
