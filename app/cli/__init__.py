@@ -11,10 +11,11 @@ from app.cli.dead_letters import app as dead_letters_app
 from app.cli.demo import demo_command
 from app.cli.embedded import dispatch_command
 from app.cli.embedded_dead import app as embedded_dead_app
-from app.cli.infrai import check_command, setup_infrai_command, worker_command
+from app.cli.infrai import check_command, setup_infrai_command
 from app.cli.registration import import_command
 from app.cli.retention import purge_command
 from app.cli.setup import setup_command
+from app.cli.worker import worker_command
 
 # The order a newcomer meets the commands in: try it, run it, operate it, then the queues.
 ORDER = (

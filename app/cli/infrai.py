@@ -1,4 +1,4 @@
-"""Infrai commands of the ``reminders`` CLI: ``worker``, ``check``, ``setup-infrai``.
+"""Infrai commands of the ``reminders`` CLI: ``check``, ``setup-infrai``.
 
 Thin: each builds what it needs from settings, runs one service, prints, and exits
 non-zero on failure. Registered on the main Typer app in ``app/cli/__init__.py``.
@@ -6,10 +6,7 @@ non-zero on failure. Registered on the main Typer app in ``app/cli/__init__.py``
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -17,12 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.adapters.queues.infrai import (
-    InfraiApi,
-    build_http_client,
-    build_infrai_consumer,
-    infrai_config,
-)
+from app.adapters.queues.infrai import InfraiApi, build_http_client, infrai_config
 from app.adapters.queues.infrai.check import passed, run_check
 from app.adapters.queues.infrai.discovery import (
     CheckResult,
@@ -33,10 +25,8 @@ from app.adapters.queues.infrai.discovery import (
 from app.adapters.queues.infrai.setup import SetupResult, apply_setup, plan_setup
 from app.cli.common import load_settings as _settings
 from app.cli.common import run_in_container
-from app.container import Container, open_container
+from app.container import Container
 from app.domain.errors import ReminderRelayError
-from app.domain.retry import BackoffPolicy
-from app.services.pull_worker import PullWorkerConfig, WorkerStats, run_pull_worker
 from app.settings import Settings
 from app.settings.google import GOOGLE_KINDS
 
@@ -60,58 +50,6 @@ def _api(container: Container) -> InfraiApi:
     api = InfraiApi(build_http_client(infrai), infrai_config(infrai))
     container.close_with(api.client.aclose)
     return api
-
-
-def worker_command(
-    queue: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--queue", "-q", help="Queue to consume (repeatable). Default: every channel's."
-        ),
-    ] = None,
-) -> None:
-    """Pull from Infrai and deliver through the receiver (for private networks); SIGTERM stops."""
-    settings = _settings()
-    if not settings.infrai.api_key.get_secret_value():
-        console.print("[red]REMINDERS_INFRAI_API_KEY is not set[/red]")
-        raise typer.Exit(2)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    queues = tuple(queue or sorted(set(settings.channel_queues.values())))
-    stats = asyncio.run(_run_worker(settings, queues))
-    console.print(
-        f"worker stopped: {stats.deliveries} deliveries, {stats.acked} acked, "
-        f"{stats.nacked} nacked, {stats.left_to_expire} left to expire, {stats.errors} errors"
-    )
-
-
-async def _run_worker(settings: Settings, queues: tuple[str, ...]) -> WorkerStats:
-    infrai = settings.infrai
-    config = PullWorkerConfig(
-        queues=queues,
-        max_messages=infrai.worker_max_messages,
-        visibility_timeout=infrai.visibility_timeout(settings.lease_seconds),
-        idle_backoff=BackoffPolicy(
-            infrai.worker_idle_min_seconds,
-            infrai.worker_idle_max_seconds,
-            infrai.worker_idle_min_seconds,
-        ),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    console.print(
-        f"worker consuming {', '.join(queues)} (visibility {config.visibility_timeout} s)"
-    )
-    async with open_container(settings) as container:
-        api = _api(container)
-        return await run_pull_worker(
-            container.receiver,
-            build_infrai_consumer(api, infrai),
-            config,
-            stop=stop,
-            rand=container.receiver.rand,
-        )
 
 
 def check_command(

@@ -61,6 +61,10 @@ class PublishError(ReminderRelayError):
     """The queue refused or failed to accept a message."""
 
 
+class QueueUnavailable(ReminderRelayError):
+    """The queue (broker or API) could not be reached; call again after a pause."""
+
+
 class ConfigError(ReminderRelayError):
     """The service is misconfigured."""
 

@@ -45,6 +45,15 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
+class PulledMessage:
+    """A message a pull consumer leased: the delivery and what the queue needs to settle it
+    (an SQS receipt handle, an AMQP message, an Infrai message id)."""
+
+    delivery: Delivery
+    receipt: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class PushRequest:
     """One push as it reached the route: raw body, headers and query parameters.
 

@@ -10,6 +10,7 @@ from .ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
 from .messages import (
     Delivery,
     OutgoingMessage,
+    PulledMessage,
     PushRequest,
     ReminderView,
     RenderedMessage,
@@ -80,23 +81,59 @@ class ControlMessages(Protocol):
         ...
 
 
-class QueueConsumer(Protocol):
-    """Pulls messages from a queue for the pull worker (private networks)."""
+class PullConsumer(Protocol):
+    """Pulls messages from a queue for the pull worker (``reminders worker``).
+
+    One implementation per pull queue kind (Infrai, SQS, RabbitMQ). ``receive`` leases
+    messages for ``lease_seconds`` (SQS: the visibility timeout); the worker acks a message
+    only after the finalize of its delivery committed, nacks it with our backoff, extends
+    its lease while a slow send runs, and gives back the ones it received but never started
+    when it stops. Connection failures raise ``QueueUnavailable``; the worker backs off and
+    calls again (an implementation reconnects on the next call).
+    """
 
     name: str
+    # True when ``receive`` waits for messages itself (long polling, a broker's push):
+    # the worker then needs no idle backoff of its own.
+    long_polls: bool
+    # True when a received message returns to the queue after ``lease_seconds`` unless
+    # its lease is extended (SQS's visibility timeout): the worker extends it meanwhile.
+    leases: bool
 
-    async def consume(
-        self, queue: str, *, max_messages: int, visibility_timeout: int
-    ) -> list[Delivery]:
-        """Lease up to ``max_messages``; each stays invisible for ``visibility_timeout`` s."""
+    async def receive(
+        self, queue: str, *, max_messages: int, lease_seconds: int, wait_seconds: float
+    ) -> list[PulledMessage]:
+        """Lease up to ``max_messages``, waiting up to ``wait_seconds`` for the first."""
         ...
 
-    async def ack(self, queue: str, message_id: str) -> None:
-        """Delete a message that was handled (an ack outcome)."""
+    async def ack(self, message: PulledMessage) -> None:
+        """Delete a message that was handled (an ack outcome, finalize committed)."""
         ...
 
-    async def nack(self, queue: str, message_id: str, *, delay: float) -> bool:
-        """Redeliver after ``delay`` s; False when no nack route exists (visibility expiry)."""
+    async def nack(self, message: PulledMessage, *, delay: float) -> bool:
+        """Redeliver after ``delay`` s; False when the queue has no way to (lease expiry)."""
+        ...
+
+    async def extend_lease(self, message: PulledMessage, *, seconds: int) -> None:
+        """Keep a message leased ``seconds`` more while its send is under way."""
+        ...
+
+    async def abandon(self, message: PulledMessage) -> None:
+        """A message whose handling raised: return it to the queue's own redelivery (SQS,
+        Infrai: when its lease ends; RabbitMQ: requeued, counted against the delivery
+        limit, so a message that always fails ends in the broker's dead-letter queue)."""
+        ...
+
+    async def give_back(self, messages: Sequence[PulledMessage]) -> None:
+        """Make messages that were received but not started visible again at once."""
+        ...
+
+    async def backlog(self, queue: str) -> int | None:
+        """Messages waiting in the queue (the worker's lag), None when it does not say."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection; leased messages not acked return to the queue."""
         ...
 
 

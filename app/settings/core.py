@@ -22,6 +22,7 @@ from app.settings.google import (
 from app.settings.infrai import InfraiSettings, check_infrai_settings
 from app.settings.problems import MissingSecrets, gather
 from app.settings.secrets import DEV_PUSH_SECRET, SECRET_FIELDS, dev_token, is_placeholder
+from app.settings.worker import WorkerSettings
 
 # Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
 QueueKind = Literal["memory", "embedded", "infrai", "cloudtasks", "pubsub", "sns", "qstash"]
@@ -50,6 +51,7 @@ class Settings(DatabaseSettings, ChannelSettings):
     google_push: GooglePushSettings = Field(default_factory=GooglePushSettings)
     sns: SnsSettings = Field(default_factory=SnsSettings)  # REMINDERS_SNS_*
     qstash: QStashSettings = Field(default_factory=QStashSettings)  # REMINDERS_QSTASH_*
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)  # REMINDERS_WORKER_*
     public_base_url: str = "http://127.0.0.1:8000"
 
     push_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)

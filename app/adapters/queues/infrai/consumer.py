@@ -1,5 +1,9 @@
 """Pull from Infrai for ``reminders worker``: consume, ack, nack (all seen, not documented).
 
+Implements ``app.domain.ports.PullConsumer``. Infrai has no route seen to extend a lease
+or to report a backlog: ``extend_lease`` does nothing (the visibility timeout is set above
+the claim lease instead) and ``backlog`` is None.
+
 * consume: ``POST {consume_path}`` ``{queue, max_messages, visibility_timeout}`` →
   ``data.messages: [{message_id, payload, ...}]``.
 * ack: ``POST {ack_path}`` ``{queue, message_id}`` deletes the message.
@@ -13,9 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-from app.domain.messages import Delivery
+from app.domain.messages import Delivery, PulledMessage
 from app.settings.infrai import InfraiSettings
 
 from .api import InfraiApi, InfraiError
@@ -27,9 +32,11 @@ _ATTEMPT_FIELDS = ("attempt", "receive_count", "delivery_attempt", "attempts")
 
 
 class InfraiConsumer:
-    """Implements ``app.domain.ports.QueueConsumer`` over Infrai's HTTP API."""
+    """Implements ``app.domain.ports.PullConsumer`` over Infrai's HTTP API."""
 
     name = "infrai"
+    long_polls = False
+    leases = False
 
     def __init__(
         self,
@@ -39,12 +46,23 @@ class InfraiConsumer:
         ack_path: str = "/queue/ack",
         nack_path: str = "/queue/nack",
         nack_delay_field: str = "delay_seconds",
+        owns_api: bool = False,
     ) -> None:
         self.api = api
+        self._owns_api = owns_api
         self._consume_path = consume_path
         self._ack_path = ack_path
         self.nack_path = nack_path
         self._nack_delay_field = nack_delay_field
+
+    async def receive(
+        self, queue: str, *, max_messages: int, lease_seconds: int, wait_seconds: float = 0.0
+    ) -> list[PulledMessage]:
+        """Lease up to ``max_messages`` messages of one queue (Infrai answers at once)."""
+        deliveries = await self.consume(
+            queue, max_messages=max_messages, visibility_timeout=lease_seconds
+        )
+        return [PulledMessage(d, d.message_id) for d in deliveries]
 
     async def consume(
         self, queue: str, *, max_messages: int, visibility_timeout: int
@@ -64,14 +82,37 @@ class InfraiConsumer:
             )
         return [d for d in (_delivery(queue, item) for item in raw) if d is not None]
 
-    async def ack(self, queue: str, message_id: str) -> None:
+    async def ack(self, message: PulledMessage) -> None:
         """Delete a handled message."""
-        await self.api.call("queue.ack", "POST", self._ack_path, ack_body(queue, message_id))
+        body = ack_body(message.delivery.queue, message.delivery.message_id)
+        await self.api.call("queue.ack", "POST", self._ack_path, body)
 
-    async def nack(self, queue: str, message_id: str, *, delay: float) -> bool:
+    async def extend_lease(self, message: PulledMessage, *, seconds: int) -> None:
+        """No route seen: the visibility timeout already outlasts the claim lease."""
+
+    async def abandon(self, message: PulledMessage) -> None:
+        """Left to the visibility timeout and Infrai's max_retries / DLQ."""
+
+    async def give_back(self, messages: Sequence[PulledMessage]) -> None:
+        """Nack each at once (no nack route: they return when their timeout ends)."""
+        for message in messages:
+            if not await self.nack(message, delay=0):
+                return
+
+    async def backlog(self, queue: str) -> int | None:
+        """Infrai reports no backlog that was seen."""
+        return None
+
+    async def close(self) -> None:
+        """Close the API client when this consumer built it."""
+        if self._owns_api:
+            await self.api.client.aclose()
+
+    async def nack(self, message: PulledMessage, *, delay: float) -> bool:
         """Ask for redelivery after ``delay`` s; False when there is no nack route."""
         if not self.nack_path:
             return False
+        queue, message_id = message.delivery.queue, message.delivery.message_id
         body = nack_body(queue, message_id, delay=delay, delay_field=self._nack_delay_field)
         try:
             await self.api.call("queue.nack", "POST", self.nack_path, body)
@@ -121,10 +162,13 @@ def _attempt(item: dict[str, Any]) -> int | None:
     return None
 
 
-def build_infrai_consumer(api: InfraiApi, settings: InfraiSettings) -> InfraiConsumer:
+def build_infrai_consumer(
+    api: InfraiApi, settings: InfraiSettings, *, owns_api: bool = False
+) -> InfraiConsumer:
     """A consumer configured from ``InfraiSettings``."""
     return InfraiConsumer(
         api,
+        owns_api=owns_api,
         consume_path=settings.consume_path,
         ack_path=settings.ack_path,
         nack_path=settings.nack_path,
