@@ -29,7 +29,7 @@ def _example(**fields: Any) -> ConfigDict:
 class ReminderWarning(BaseModel):
     """Something accepted that will probably not do what the caller wants."""
 
-    code: Literal["past_usefulness_window"]
+    code: Literal["past_usefulness_window", "recipient_unsupported"]
     field: str
     message: str
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import email_validator
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, field_validator
 
 EARLIEST_INSTANT = datetime(2000, 1, 1, tzinfo=UTC)
@@ -101,7 +102,22 @@ def readable_data(data: Any) -> Any:
     return _cut(data, MAX_DATA_DEPTH)
 
 
+def email_address(value: str) -> str:
+    """The address exactly as given, once it is a valid address (IDNA-writable domain).
+
+    Not pydantic's ``EmailStr``: that returns the normalized form, rewriting the ASCII
+    ``x@xn--bcher-kva.de`` into ``x@bücher.de``; we store what the customer gave and write
+    the domain in ASCII only on the SMTP envelope (``app/domain/addresses.py``).
+    """
+    try:
+        email_validator.validate_email(value, check_deliverability=False)
+    except email_validator.EmailNotValidError as error:
+        raise ValueError(f"value is not a valid email address: {error}") from None
+    return value
+
+
 Text = Annotated[str, AfterValidator(storable_text)]
+EmailAddress = Annotated[str, AfterValidator(email_address)]
 Instant = Annotated[AwareDatetime, AfterValidator(_instant)]
 SmallData = Annotated[dict[str, Any], AfterValidator(bounded_data)]
 StoredData = Annotated[dict[str, Any], BeforeValidator(readable_data)]

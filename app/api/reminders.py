@@ -13,7 +13,6 @@ from pydantic import (
     AfterValidator,
     AnyHttpUrl,
     ConfigDict,
-    EmailStr,
     Field,
     field_validator,
 )
@@ -26,7 +25,7 @@ from app.services.customers import CustomerChange
 
 from .answers import CustomerOut, ReminderOut, ReminderPage, ReminderPut, ReminderStateName
 from .deps import ConnectionDep, ContainerDep, require_api_token
-from .inputs import ApiModel, Instant, SmallData
+from .inputs import ApiModel, EmailAddress, Instant, SmallData
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
 
@@ -71,7 +70,7 @@ class CustomerIn(ApiModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    email: EmailStr | None = None
+    email: EmailAddress | None = None
     webhook_url: WebhookUrl | None = None
     time_zone: str = "UTC"
     opted_out_channels: list[Channel] = Field(default_factory=list)

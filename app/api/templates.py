@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.services import templates as service
 
-from .answers import At, Channel
+from .answers import At, Channel, ReminderWarning
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, Instant, SmallData
 from .reminders import ID_PATTERN, KIND_PATTERN, Channels, CustomerIn, customer_fields
@@ -93,6 +93,11 @@ class PreviewMessage(BaseModel):
         description="as a send records it: no_recipient, template_missing, template_error"
     )
     error: str | None
+    warnings: list[ReminderWarning] = Field(
+        default_factory=list,
+        description="what may stop a send (recipient_unsupported: an address only servers "
+        "offering SMTPUTF8 take)",
+    )
 
 
 class PreviewOut(BaseModel):

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.adapters.rendering import Renderer
 from app.db import customers_repo
+from app.domain.addresses import UNSUPPORTED, smtputf8_note
 from app.domain.errors import InvalidInput, PermanentProviderError
 from app.domain.ledger import truncate_error
 from app.domain.messages import CustomerView, ReminderView
@@ -109,4 +110,7 @@ def _render_channel(
     }
     if field is not None:  # rendered, but the provider would refuse it
         answer |= {"error_class": "no_recipient", "error": f"customer has no {field}"}
+    note = smtputf8_note(customer.email) if channel == "email" else None
+    if note is not None:
+        answer["warnings"] = [{"code": UNSUPPORTED, "field": "email", "message": note}]
     return answer

@@ -191,3 +191,44 @@ async def test_a_long_unsubscribe_url_crosses_the_wire_unencoded():
     assert f"\r\nList-Unsubscribe: <{url}>\r\n".encode() in raw
     assert b"\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" in raw
     assert server.handler.messages[0]["List-Unsubscribe"] == f"<{url}>"
+
+
+async def test_an_internationalised_domain_goes_out_in_idna_form():
+    """``a@bücher.de`` is sent to ``a@xn--bcher-kva.de`` (envelope and To) by any server."""
+    with smtp_server() as server:
+        await provider_for(server).send(
+            email(recipient="a@bücher.de"), idempotency_key=KEY, timeout=5
+        )
+    assert server.handler.envelopes == [("reminders@relay.example", ["a@xn--bcher-kva.de"])]
+    assert server.handler.messages[0]["To"] == "a@xn--bcher-kva.de"
+
+
+async def test_a_unicode_local_part_uses_smtputf8_when_the_server_offers_it():
+    """``ü@bücher.de`` travels with SMTPUTF8: envelope and To header in UTF-8."""
+    with smtp_server(smtputf8=True) as server:
+        await provider_for(server).send(
+            email(recipient="ü@bücher.de"), idempotency_key=KEY, timeout=5
+        )
+    assert server.handler.envelopes == [("reminders@relay.example", ["ü@xn--bcher-kva.de"])]
+    assert server.handler.messages[0]["To"] == "ü@bücher.de"
+    assert b"To: \xc3\xbc@b\xc3\xbccher.de" in server.handler.raw[0]
+
+
+async def test_a_unicode_local_part_without_smtputf8_fails_permanently_unsent():
+    """A server without SMTPUTF8 can never take ``ü@example.com``: permanent
+    ``recipient_unsupported``, before anything is sent (no retries, no traceback)."""
+    with smtp_server() as server:
+        with pytest.raises(PermanentProviderError) as caught:
+            await provider_for(server).send(
+                email(recipient="ü@example.com"), idempotency_key=KEY, timeout=5
+            )
+    assert caught.value.detail_class == "recipient_unsupported"
+    assert server.handler.messages == []
+
+
+async def test_a_domain_idna_cannot_write_fails_permanently():
+    """A domain that is no valid internationalised name is ``recipient_unsupported``."""
+    provider = SmtpProvider(host="127.0.0.1", port=free_port(), sender=SENDER, security="none")
+    with pytest.raises(PermanentProviderError) as caught:
+        await provider.send(email(recipient="a@bü_cher.de"), idempotency_key=KEY, timeout=2)
+    assert caught.value.detail_class == "recipient_unsupported"

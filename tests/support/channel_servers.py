@@ -126,11 +126,13 @@ def smtp_server(
     security: str = "none",
     tls: TlsMaterial | None = None,
     credentials: tuple[str, str] | None = None,
+    smtputf8: bool = False,
 ):
-    """Run aiosmtpd on 127.0.0.1 (``security``: none | starttls | tls) for a ``with`` block."""
+    """Run aiosmtpd on 127.0.0.1 (``security``: none | starttls | tls) for a ``with`` block;
+    ``smtputf8``: the server offers SMTPUTF8 (RFC 6531), else it takes ASCII only."""
     handler = SmtpHandler()
     port = free_port()
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"enable_SMTPUTF8": smtputf8}
     if security == "starttls":
         assert tls is not None
         kwargs.update(tls_context=tls.server_context(), require_starttls=True)

@@ -63,6 +63,7 @@ class _MailPolicy(EmailPolicy):
 
 MAIL_POLICY = _MailPolicy()
 SMTP_POLICY = MAIL_POLICY.clone(linesep="\r\n")  # what email.policy.SMTP is to the default
+SMTPUTF8_POLICY = SMTP_POLICY.clone(utf8=True)  # headers in UTF-8, for SMTPUTF8 sessions
 
 
 def message_id_for(idempotency_key: str, *, domain: str = DEFAULT_MESSAGE_ID_DOMAIN) -> str:

@@ -11,12 +11,17 @@ envelope or the data (bad mailbox, rejected message) → permanent. Two 5xx case
 configuration, not the message, and stay transient so the send waits for a fix: a server
 that refuses the connection (``smtp_connect_refused``) and failed AUTH (``smtp_auth``).
 A timeout or disconnect during DATA is ``unknown_outcome``: the server may have queued it.
+
+Addresses (``app/domain/addresses.py``): the domain goes out in IDNA ASCII form; a local part
+that is not ASCII is sent with SMTPUTF8 when the server offers it, and is otherwise a
+permanent ``recipient_unsupported`` (before MAIL FROM: nothing was sent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ssl
 from email.utils import parseaddr
 from typing import Literal
@@ -24,10 +29,11 @@ from typing import Literal
 import aiosmtplib
 from pydantic import SecretStr
 
+from app.domain.addresses import UNSUPPORTED, SmtpAddress, smtp_address
 from app.domain.errors import PermanentProviderError, ProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
-from .mime import SMTP_POLICY, build_email
+from .mime import SMTP_POLICY, SMTPUTF8_POLICY, build_email
 
 Security = Literal["starttls", "tls", "none"]
 Phase = Literal["connect", "auth", "envelope", "data"]
@@ -66,8 +72,7 @@ class SmtpProvider:
             raise PermanentProviderError(
                 "customer has no email address", detail_class="no_recipient"
             )
-        raw = build_email(message, idempotency_key=idempotency_key, sender=self.sender)
-        content = raw.as_bytes(policy=SMTP_POLICY)
+        address = smtp_address(message.recipient)
         client = aiosmtplib.SMTP(
             hostname=self.host,
             port=self.port,
@@ -79,10 +84,13 @@ class SmtpProvider:
         phase: list[Phase] = ["connect"]
         try:
             async with asyncio.timeout(timeout):
-                reply = await self._converse(client, phase, message.recipient, content)
+                reply = await self._converse(client, phase, message, address, idempotency_key)
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as error:
             client.close()
             raise classify_smtp_error(error, phase[0]) from error
+        except ProviderError:
+            client.close()
+            raise
         # The message is accepted: a slow or failing QUIT changes nothing.
         with contextlib.suppress(aiosmtplib.SMTPException, OSError, TimeoutError):
             await client.quit(timeout=QUIT_TIMEOUT_SECONDS)
@@ -90,7 +98,12 @@ class SmtpProvider:
         return SendResult(provider_request_id=reply[:255] or None)
 
     async def _converse(
-        self, client: aiosmtplib.SMTP, phase: list[Phase], recipient: str, content: bytes
+        self,
+        client: aiosmtplib.SMTP,
+        phase: list[Phase],
+        message: RenderedMessage,
+        address: SmtpAddress,
+        idempotency_key: str,
     ) -> str:
         await client.connect()
         if self.username:
@@ -98,11 +111,34 @@ class SmtpProvider:
             password = self._password.get_secret_value() if self._password else ""
             await client.login(self.username, password)
         phase[0] = "envelope"
-        await client.mail(parseaddr(self.sender)[1] or self.sender)
-        await client.rcpt(recipient)
+        utf8 = await self._smtputf8(client, address)
+        options, encoding = (["SMTPUTF8"], "utf-8") if utf8 else ([], "ascii")
+        await client.mail(parseaddr(self.sender)[1] or self.sender, options=options)
+        await client.rcpt(address.envelope, encoding=encoding)
         phase[0] = "data"
-        response = await client.data(content)
+        response = await client.data(self._content(message, address, idempotency_key, utf8))
         return response.message
+
+    async def _smtputf8(self, client: aiosmtplib.SMTP, address: SmtpAddress) -> bool:
+        """Whether this send needs SMTPUTF8; refused permanently when the server lacks it."""
+        if not address.needs_smtputf8:
+            return False
+        if client.is_ehlo_or_helo_needed:
+            await client.ehlo()
+        if not client.supports_extension("smtputf8"):
+            raise PermanentProviderError(
+                f"{address.envelope!r} needs SMTPUTF8, which {self.host} does not offer",
+                detail_class=UNSUPPORTED,
+            )
+        return True
+
+    def _content(
+        self, message: RenderedMessage, address: SmtpAddress, key: str, utf8: bool
+    ) -> bytes:
+        # Without SMTPUTF8 the To header carries the ASCII form (an encoded word is no address).
+        shown = message if utf8 else dataclasses.replace(message, recipient=address.envelope)
+        raw = build_email(shown, idempotency_key=key, sender=self.sender)
+        return raw.as_bytes(policy=SMTPUTF8_POLICY if utf8 else SMTP_POLICY)
 
 
 def classify_smtp_error(error: BaseException, phase: Phase) -> ProviderError:
