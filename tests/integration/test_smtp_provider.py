@@ -217,11 +217,10 @@ async def test_a_unicode_local_part_uses_smtputf8_when_the_server_offers_it():
 async def test_a_unicode_local_part_without_smtputf8_fails_permanently_unsent():
     """A server without SMTPUTF8 can never take ``ü@example.com``: permanent
     ``recipient_unsupported``, before anything is sent (no retries, no traceback)."""
-    with smtp_server() as server:
-        with pytest.raises(PermanentProviderError) as caught:
-            await provider_for(server).send(
-                email(recipient="ü@example.com"), idempotency_key=KEY, timeout=5
-            )
+    with smtp_server() as server, pytest.raises(PermanentProviderError) as caught:
+        await provider_for(server).send(
+            email(recipient="ü@example.com"), idempotency_key=KEY, timeout=5
+        )
     assert caught.value.detail_class == "recipient_unsupported"
     assert server.handler.messages == []
 
