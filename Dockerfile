@@ -3,16 +3,20 @@
 
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
-WORKDIR /app
+WORKDIR /src
 COPY pyproject.toml README.md alembic.ini ./
 COPY alembic ./alembic
 COPY app ./app
-# Editable: the package runs from /app, where alembic.ini and alembic/ sit beside it
-# (app.db.migrations finds them there). The same /app path is copied below.
-RUN pip install --no-cache-dir -e . \
-    && find /app /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
+# The wheel is the product: migrations (app/migrations, a link to alembic/ that the build
+# copies in), templates and the admin page's assets ship inside it, so the runtime image
+# holds no source tree. EXTRAS: e.g. --build-arg EXTRAS=gcp or EXTRAS=aws,otel.
+ARG EXTRAS=""
+RUN pip wheel --no-deps --wheel-dir /dist . \
+    && python -m venv /opt/venv \
+    && wheel=$(ls /dist/*.whl) \
+    && /opt/venv/bin/pip install "${wheel}${EXTRAS:+[$EXTRAS]}" \
+    && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
+ENV PATH=/opt/venv/bin:$PATH
 
 FROM python:3.11-slim AS runtime
 ENV PATH=/opt/venv/bin:$PATH \
@@ -29,9 +33,8 @@ RUN groupadd --system --gid 10001 reminders \
        --home-dir /nonexistent --shell /usr/sbin/nologin reminders \
     && mkdir /data && chown reminders:reminders /data
 COPY --from=build /opt/venv /opt/venv
-COPY --from=build /app /app
 COPY docker/entrypoint.sh /usr/local/bin/entrypoint.sh
-WORKDIR /app
+WORKDIR /data
 # One-container runs keep SQLite and the outbox here; set REMINDERS_DATABASE_URL to
 # PostgreSQL (compose.yaml) for anything with more than one process.
 VOLUME ["/data"]

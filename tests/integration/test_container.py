@@ -70,6 +70,8 @@ def test_dockerfile_passes_hadolint_and_has_the_production_shape():
     assert text.count("\nFROM ") + text.startswith("FROM ") >= 2
     assert "USER 10001" in text and "/healthz" in text.split("HEALTHCHECK", 1)[1]
     assert 'ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]' in text
+    # The image installs the built wheel (what users get), never the source tree.
+    assert "pip wheel" in text and " -e " not in text and "COPY --from=build /app" not in text
     hadolint = shutil.which("hadolint", path=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH')}")
     if hadolint is None:
         if os.environ.get("REMINDERS_CI"):
