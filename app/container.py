@@ -132,6 +132,8 @@ def build_container(
         _trace(container, engine)
     container.close_with(http.aclose)
     container.close_with(lambda: close_publisher(container.publisher))
+    # Closed first: claims still being worked on end before the pools they use close.
+    container.close_with(lambda: container.receiver.drain())
     return container
 
 

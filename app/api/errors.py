@@ -19,6 +19,7 @@ _STATUS: list[tuple[type[errors.ReminderRelayError], int, str]] = [
     (errors.PayloadTooLarge, 413, "payload_too_large"),
     (errors.RequestTimedOut, 408, "request_timeout"),
     (errors.AuthenticationUnavailable, 503, "authentication_unavailable"),
+    (errors.LedgerUnavailable, 503, "database_unavailable"),
     (errors.PublishError, 502, "queue_unavailable"),
     (errors.ConfigError, 500, "misconfigured"),
 ]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.domain.clock import utc_now
 from app.domain.errors import (
     AuthenticationUnavailable,
+    LedgerUnavailable,
     MalformedDelivery,
     NotFound,
     PayloadTooLarge,
@@ -23,7 +24,7 @@ from app.domain.errors import (
 )
 from app.domain.messages import Delivery, PushRequest
 from app.observability import record_delivery, record_push_refused
-from app.services.receive import Answer, quarantine, receive_delivery
+from app.services.receive import Answer, database_unavailable, quarantine, receive_delivery
 
 from .deps import Container, get_container, read_capped
 from .errors import error_response
@@ -80,9 +81,12 @@ async def push(request: Request) -> Response:
         delivery = push_format.parse(queue, pushed)
     except MalformedDelivery as error:
         delivery = Delivery(queue=queue, message_id=_fallback_id(body), payload=None)
-        answer = await quarantine(
-            container.receiver, delivery, reason="malformed", error=str(error)
-        )
+        try:
+            answer = await quarantine(
+                container.receiver, delivery, reason="malformed", error=str(error)
+            )
+        except LedgerUnavailable as unavailable:
+            answer = database_unavailable(delivery, unavailable)
     else:
         answer = await receive_delivery(container.receiver, delivery)
     response = answer_response(answer)

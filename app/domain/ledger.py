@@ -90,6 +90,12 @@ class Decision:
     detail: str | None = None
 
 
+def lease_margin(lease: timedelta) -> timedelta:
+    """How close to its end a lease is too close to start a provider call: a tenth of it,
+    at least a second (a paused process, a slow event loop, clocks a little apart)."""
+    return max(timedelta(seconds=1), lease / 10)
+
+
 def seconds_until(moment: datetime | None, now: datetime) -> float:
     """Whole seconds (at least 1) from now until moment; used for Retry-After."""
     if moment is None:

@@ -87,7 +87,7 @@ def start_background(
     if isinstance(publisher, EmbeddedQueuePublisher):
         publisher.on_publish(dispatcher.wake)  # deliver at once instead of at the next poll
     work = BackgroundWork(
-        asyncio.Event(), grace_seconds=embedded.push_timeout_seconds + 5, pusher=pusher
+        asyncio.Event(), grace_seconds=settings.embedded_push_timeout + 5, pusher=pusher
     )
     work.tasks.append(
         asyncio.create_task(

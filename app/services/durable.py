@@ -4,7 +4,11 @@ Once the provider has accepted a message, the finalize is the only record that i
 sent. Dropping it on a failed connection left the row ``sending``; the queue's redelivery
 reclaimed it after the lease and sent the message a second time (19 webhooks twice in six
 rounds of ``pg_terminate_backend``). So the finalize is retried with capped exponential
-backoff for longer than a database failover takes before the request gives up.
+backoff for as long as the lease it holds lasts (``until``): until then no other worker can
+take the row, so a finalize that lands in time is the only record. A fixed budget shorter
+than the lease gave up while the lease still protected the row (a 35 s outage with the
+default 60 s lease sent 16 messages twice). The receiver runs it shielded from outer
+timeouts (``receive``), so no caller's deadline cuts it short either.
 
 A retried finalize may find its own earlier attempt committed (the connection dropped
 after the commit, before the answer): the fence then refuses it, and the row, read back,
@@ -32,12 +36,18 @@ MAX_DELAY_SECONDS = 2.0
 
 @dataclass(frozen=True, slots=True)
 class FinalizeRetry:
-    """What a retried finalize needs: the ledger, the clock, a sleep and the budget."""
+    """What a retried finalize needs: the ledger, the clock, a sleep and the lease's end."""
 
     ledger: LedgerGateway
     clock: Callable[[], datetime]
     sleep: Callable[[float], Awaitable[None]]
-    budget_seconds: float
+    # The lease this attempt holds ends then: the retries stop there (at least one retry).
+    until: datetime
+
+    @property
+    def budget_seconds(self) -> float:
+        """Seconds left to retry in, measured once when the finalize starts."""
+        return max(FIRST_DELAY_SECONDS, (self.until - self.clock()).total_seconds())
 
 
 async def finalize_durably(
@@ -50,13 +60,14 @@ async def finalize_durably(
 ) -> None:
     """Run ``finalize``, retrying while the database is unreachable (bounded)."""
     delay, waited, retried = FIRST_DELAY_SECONDS, 0.0, False
+    budget = retry.budget_seconds  # waits are summed, so an injected sleep ends it too
     name = key.idempotency_key
     while True:
         try:
             await finalize()
             return
         except LedgerUnavailable as error:
-            if waited >= retry.budget_seconds:
+            if waited >= budget or (retried and retry.clock() >= retry.until):
                 log.error("finalize of %s gave up after %.1fs: %s", name, waited, error)
                 raise
             log.warning("finalize of %s: %s; retry in %.2fs", name, error, delay)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +41,11 @@ class LeaseKeeper:
     lease_until: datetime
     reported: bool = False
     renewing: bool = False  # a renewal statement is in flight
+
+    @property
+    def renewed_record(self) -> SendRecordView:
+        """The claimed record with the lease as last renewed (what the finalize may use)."""
+        return dataclasses.replace(self.record, lease_until=self.lease_until)
 
     async def run(self, send: Callable[[], Awaitable[T]]) -> T:
         """Await ``send`` with the lease renewed meanwhile; report a lease outlived."""

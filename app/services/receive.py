@@ -12,7 +12,13 @@ import asyncio
 import logging
 from datetime import datetime
 
-from app.domain.errors import LeaseLost, MalformedDelivery, ProviderError, TransientProviderError
+from app.domain.errors import (
+    LeaseLost,
+    LedgerUnavailable,
+    MalformedDelivery,
+    ProviderError,
+    TransientProviderError,
+)
 from app.domain.ledger import (
     Decision,
     LedgerKey,
@@ -49,16 +55,31 @@ __all__ = ["Answer", "DeliveryPolicy", "Receiver", "SentKeys", "quarantine", "re
 
 log = logging.getLogger("reminders.receiver")
 
+# Retry-After of a delivery answered while the database is unreachable: a restart takes
+# about a second, a failover tens of seconds; the queue's own backoff spaces it further.
+DATABASE_RETRY_AFTER_SECONDS = 5.0
+
 
 async def receive_delivery(receiver: Receiver, delivery: Delivery) -> Answer:
     """Decide once for one delivery and return the answer for the queue."""
     try:
-        payload = parse_delivery_payload(delivery.payload, channels=receiver.channels)
-    except MalformedDelivery as error:
-        return await quarantine(receiver, delivery, reason="malformed", error=str(error))
-    if tracing_enabled():
-        return await _receive_traced(receiver, delivery, payload)
-    return await _receive(receiver, delivery, payload)
+        try:
+            payload = parse_delivery_payload(delivery.payload, channels=receiver.channels)
+        except MalformedDelivery as error:
+            return await quarantine(receiver, delivery, reason="malformed", error=str(error))
+        if tracing_enabled():
+            return await _receive_traced(receiver, delivery, payload)
+        return await _receive(receiver, delivery, payload)
+    except LedgerUnavailable as error:
+        return database_unavailable(delivery, error)
+
+
+def database_unavailable(delivery: Delivery, error: LedgerUnavailable) -> Answer:
+    """The answer while the database cannot be reached: retry soon (503), never a 500."""
+    log.warning("delivery %s: %s", delivery.message_id, error)
+    return Answer(
+        Outcome.RETRY, retry_after=DATABASE_RETRY_AFTER_SECONDS, detail="database_unavailable"
+    )
 
 
 async def _receive_traced(
@@ -88,8 +109,8 @@ async def _receive(receiver: Receiver, delivery: Delivery, payload: DeliveryPayl
     if not claim.claimed:
         return await _answer_unclaimed(receiver, delivery, key, now, claim.record)
     assert claim.record is not None and claim.context is not None, "a claim reads its reminder"
-    return await _process_claim(
-        receiver, delivery, payload, key, claim.record, claim.context, provider
+    return await receiver.run_claim(
+        _process_claim(receiver, delivery, payload, key, claim.record, claim.context, provider)
     )
 
 
@@ -132,11 +153,13 @@ async def _process_claim(
     try:
         if reason is not None:
             return await finalize_without_send(receiver, key, record, reminder, reason)
+        keeper = _lease_keeper(receiver, key, record)
         try:
-            result = await _render_and_send(receiver, key, record, reminder, customer, provider)
+            result = await _render_and_send(receiver, key, reminder, customer, provider, keeper)
         except ProviderError as error:
+            record = keeper.renewed_record
             return await finalize_failure(receiver, delivery, key, record, reminder, error)
-        return await finalize_sent(receiver, key, record, reminder, result)
+        return await finalize_sent(receiver, key, keeper.renewed_record, reminder, result)
     except LeaseLost:
         return lease_lost(receiver, key, record)
 
@@ -144,10 +167,10 @@ async def _process_claim(
 async def _render_and_send(
     receiver: Receiver,
     key: LedgerKey,
-    record: SendRecordView,
     reminder: ReminderView,
     customer: CustomerView,
     provider: ChannelProvider,
+    keeper: LeaseKeeper,
 ) -> SendResult:
     message = receiver.renderer.render(reminder, customer, key.channel)
     timeout = receiver.policy.provider_timeout_seconds
@@ -155,7 +178,7 @@ async def _render_and_send(
         # The provider honours the timeout itself; this outer bound only guards against a
         # provider that does not, so a lease can never expire under a live worker.
         async with asyncio.timeout(timeout + 1):
-            return await _lease_keeper(receiver, key, record).run(
+            return await keeper.run(
                 lambda: provider.send(message, idempotency_key=key.idempotency_key, timeout=timeout)
             )
     except ProviderError:

@@ -24,7 +24,7 @@ from app.domain.ledger import (
 from app.domain.messages import Delivery, ReminderView, SendResult
 from app.domain.states import Outcome, SendState
 
-from .durable import finalize_durably
+from .durable import FinalizeRetry, finalize_durably
 from .receive_model import Answer, Receiver, answer_for, dead_letter
 
 log = logging.getLogger("reminders.receiver")
@@ -104,7 +104,7 @@ async def finalize_failure(
         "last_error": message,
     }
     await finalize_durably(
-        receiver.finalize_retry, key, record, reminder, values,
+        finalize_retry(receiver, record), key, record, reminder, values,
         lambda: receiver.ledger.finalize_failed_send(
             record, reminder, now=now, values=values, dead_letter=exhausted,
             disable_webhook=isinstance(error, WebhookGone),  # 410: stop sending to this endpoint
@@ -123,6 +123,11 @@ def lease_lost(receiver: Receiver, key: LedgerKey, record: SendRecordView) -> An
     return answer_for(Decision(Outcome.BUSY, retry_after, "lease lost"), key, record, claimed=True)
 
 
+def finalize_retry(receiver: Receiver, record: SendRecordView) -> FinalizeRetry:
+    """Retries of this record's finalize: until the lease it holds (as last renewed) ends."""
+    return receiver.finalize_retry(record.lease_until or receiver.clock())
+
+
 async def _finalize(
     receiver: Receiver,
     key: LedgerKey,
@@ -133,6 +138,6 @@ async def _finalize(
     now: datetime,
 ) -> None:
     await finalize_durably(
-        receiver.finalize_retry, key, record, reminder, values,
+        finalize_retry(receiver, record), key, record, reminder, values,
         lambda: receiver.ledger.finalize_send(record, reminder, now=now, values=values),
     )  # fmt: skip

@@ -7,7 +7,8 @@ dead letters the one same way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +21,8 @@ from app.domain.retry import BackoffPolicy, RandomSource
 from app.domain.states import Outcome
 
 from .durable import FinalizeRetry
+
+log = logging.getLogger("reminders.receiver")
 
 # How many sent keys a process keeps (``SentKeys``), ~200 bytes each, and for how long.
 SENT_KEYS = 50_000
@@ -83,9 +86,6 @@ class DeliveryPolicy:
     max_attempts: int
     backoff: BackoffPolicy
     usefulness_grace: timedelta
-    # How long a finalize is retried while the database is unreachable (services/durable.py):
-    # longer than a PostgreSQL failover.
-    finalize_retry_seconds: float = 30.0
     # How long a key this process sent answers its duplicates from memory (``SentKeys``).
     sent_keys_seconds: float = SENT_KEYS_SECONDS
 
@@ -110,17 +110,41 @@ class Receiver:
     # The keys this receiver sent, whose duplicates it answers from memory; a copy of a
     # receiver (``dataclasses.replace``) starts with none.
     sent: SentKeys = field(init=False)
+    # Claims being worked on (send and finalize), each run to its end whatever happens to
+    # the request that started it (``run_claim``).
+    running: set[asyncio.Task[Any]] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "channels", frozenset(self.providers))
         object.__setattr__(self, "sent", SentKeys(seconds=self.policy.sent_keys_seconds))
+        object.__setattr__(self, "running", set())
 
-    @property
-    def finalize_retry(self) -> FinalizeRetry:
-        """How this receiver retries a finalize while the database is unreachable."""
-        return FinalizeRetry(
-            self.ledger, self.clock, self.sleep, self.policy.finalize_retry_seconds
-        )
+    async def run_claim(self, work: Coroutine[Any, Any, Answer]) -> Answer:
+        """Run the work on a claim (send, then finalize) shielded from the caller's
+        cancellation: a push timeout, a dropped client or a dispatcher's deadline must not
+        cut a finalize after an accepted send (the row would stay ``sending`` and the
+        redelivery send again). The caller may stop waiting; the work still ends, bounded
+        by the provider timeout and the lease."""
+        task = asyncio.ensure_future(work)
+        self.running.add(task)
+        task.add_done_callback(self._ended)
+        return await asyncio.shield(task)
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        self.running.discard(task)
+        # Read here so an error is reported even when its caller stopped waiting.
+        if not task.cancelled() and task.exception() is not None:
+            log.error("work on a claim failed", exc_info=task.exception())
+
+    async def drain(self) -> None:
+        """Wait for the claims still being worked on (at shutdown, before the pools close)."""
+        if self.running:
+            await asyncio.wait(set(self.running))
+
+    def finalize_retry(self, until: datetime) -> FinalizeRetry:
+        """How this receiver retries a finalize while the database is unreachable: until
+        the lease it holds ends at ``until`` (services/durable.py)."""
+        return FinalizeRetry(self.ledger, self.clock, self.sleep, until)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from app.domain.ledger import lease_margin
 from app.domain.retry import BackoffPolicy
 from app.settings.aws import QStashSettings, SnsSettings, check_aws_settings
 from app.settings.channels import ChannelSettings, split_csv
@@ -112,7 +114,7 @@ class Settings(DatabaseSettings, ChannelSettings):
                 lambda: check_infrai_settings(
                     self.infrai,
                     queue="infrai" if "infrai" in self.queue_kinds_in_use else self.queue,
-                    lease_seconds=self.lease_seconds,
+                    delivery_seconds=self.delivery_seconds,
                     max_attempts=self.max_attempts,
                     dev_mode=self.dev_mode,
                 ),
@@ -120,16 +122,55 @@ class Settings(DatabaseSettings, ChannelSettings):
                 self._check_queue_kinds,
                 self._check_queue_extras,
                 self._check_embedded_retries,
+                self._check_embedded_push_timeout,
+                self._check_embedded_visibility,
                 self._check_tracing,
             ]
         )
         return self
 
     def _check_timeouts(self) -> None:
-        if self.provider_timeout_seconds >= self.lease_seconds:
+        margin = lease_margin(timedelta(seconds=self.lease_seconds)).total_seconds()
+        if self.provider_timeout_seconds + margin >= self.lease_seconds:
             raise ValueError(
-                "REMINDERS_PROVIDER_TIMEOUT_SECONDS must be below REMINDERS_LEASE_SECONDS "
-                "so a lease never expires while its worker is still waiting on a provider"
+                f"REMINDERS_PROVIDER_TIMEOUT_SECONDS plus a {margin:g} s safety margin must be "
+                "below REMINDERS_LEASE_SECONDS so a lease never expires while its worker is "
+                "still waiting on a provider"
+            )
+
+    @property
+    def delivery_seconds(self) -> float:
+        """The longest one delivery may take: the provider timeout, then the finalize,
+        retried for as long as the lease lasts (a double send if a queue gives up sooner)."""
+        return self.provider_timeout_seconds + self.lease_seconds
+
+    @property
+    def embedded_push_timeout(self) -> float:
+        """The dispatcher's push timeout: configured, else a delivery's bound plus 10 s."""
+        return self.embedded.push_timeout_seconds or self.delivery_seconds + 10
+
+    @property
+    def embedded_visibility_timeout(self) -> float:
+        """How long a pushed message stays hidden: configured, else the push timeout + 30 s."""
+        return self.embedded.visibility_timeout_seconds or self.embedded_push_timeout + 30
+
+    def _check_embedded_push_timeout(self) -> None:
+        configured = self.embedded.push_timeout_seconds
+        if configured is not None and configured <= self.delivery_seconds:
+            raise ValueError(
+                "REMINDERS_EMBEDDED_PUSH_TIMEOUT_SECONDS must exceed "
+                "REMINDERS_PROVIDER_TIMEOUT_SECONDS + REMINDERS_LEASE_SECONDS (the finalize's "
+                f"budget), {self.delivery_seconds:g} s: a push given up sooner is redelivered "
+                "while its send may still be finalizing"
+            )
+
+    def _check_embedded_visibility(self) -> None:
+        configured = self.embedded.visibility_timeout_seconds
+        if configured is not None and configured <= self.embedded_push_timeout:
+            raise ValueError(
+                "REMINDERS_EMBEDDED_VISIBILITY_TIMEOUT_SECONDS must exceed the push timeout, "
+                f"{self.embedded_push_timeout:g} s, or a slow push is redelivered while it is "
+                "still running"
             )
 
     def _check_tracing(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.retry import BackoffPolicy
@@ -25,22 +25,14 @@ class EmbeddedQueueSettings(BaseSettings):
     batch_size: int = Field(default=64, ge=1, le=5000)
     poll_interval_seconds: float = Field(default=0.5, gt=0)
     max_retries: int = Field(default=16, ge=0)
-    push_timeout_seconds: float = Field(default=30.0, gt=0)
-    visibility_timeout_seconds: float = Field(default=60.0, gt=0)
+    # Unset: derived from the delivery's own bound (``Settings.embedded_push_timeout``);
+    # set, it must exceed it (checked there): a push given up sooner is delivered again.
+    push_timeout_seconds: float | None = Field(default=None, gt=0)
+    visibility_timeout_seconds: float | None = Field(default=None, gt=0)
     backoff_base_seconds: float = Field(default=1.0, gt=0)
     backoff_cap_seconds: float = Field(default=300.0, gt=0)
     # One machine has no cloud cron: serve sweeps this often (0 = rely on POST /cron/sweep).
     sweep_interval_seconds: float = Field(default=30.0, ge=0)
-
-    @model_validator(mode="after")
-    def _check(self) -> EmbeddedQueueSettings:
-        if self.visibility_timeout_seconds <= self.push_timeout_seconds:
-            raise ValueError(
-                "REMINDERS_EMBEDDED_VISIBILITY_TIMEOUT_SECONDS must exceed "
-                "REMINDERS_EMBEDDED_PUSH_TIMEOUT_SECONDS, or a slow push is redelivered "
-                "while it is still running"
-            )
-        return self
 
     @property
     def backoff(self) -> BackoffPolicy:

@@ -72,17 +72,18 @@ def check_infrai_settings(
     infrai: InfraiSettings,
     *,
     queue: str,
-    lease_seconds: float,
+    delivery_seconds: float,
     max_attempts: int,
     dev_mode: bool,
 ) -> None:
     """Refuse Infrai settings that would lose or double-process messages."""
     if infrai.visibility_timeout_seconds is not None and (
-        infrai.visibility_timeout_seconds <= lease_seconds
+        infrai.visibility_timeout_seconds <= delivery_seconds
     ):
         raise ValueError(
-            "REMINDERS_INFRAI_VISIBILITY_TIMEOUT_SECONDS must exceed REMINDERS_LEASE_SECONDS: "
-            "a pulled message must not reappear while its claim is still trusted"
+            "REMINDERS_INFRAI_VISIBILITY_TIMEOUT_SECONDS must exceed "
+            f"REMINDERS_PROVIDER_TIMEOUT_SECONDS + REMINDERS_LEASE_SECONDS, {delivery_seconds:g} "
+            "s: a pulled message must not reappear while its send may still be finalizing"
         )
     if queue != "infrai":
         return

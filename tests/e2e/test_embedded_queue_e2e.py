@@ -226,8 +226,8 @@ async def test_a_dispatcher_killed_mid_run_redelivers_and_each_reminder_is_sent_
         REMINDERS_EMBEDDED_PUSH_BASE_URL=f"http://127.0.0.1:{port}",
         REMINDERS_EMBEDDED_CONCURRENCY="4",
         REMINDERS_EMBEDDED_BATCH_SIZE="8",
-        REMINDERS_EMBEDDED_PUSH_TIMEOUT_SECONDS="2",
-        REMINDERS_EMBEDDED_VISIBILITY_TIMEOUT_SECONDS="3",
+        REMINDERS_EMBEDDED_PUSH_TIMEOUT_SECONDS="16",
+        REMINDERS_EMBEDDED_VISIBILITY_TIMEOUT_SECONDS="17",
     )
     server = serve(env, port, tmp_path / "serve.log").start()
     processes.append(server)

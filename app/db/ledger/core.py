@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.errors import LeaseLost, LedgerUnavailable
@@ -23,6 +22,7 @@ from app.domain.states import FINAL_SEND_STATES, SendState
 
 from .. import customers_repo, dead_letters_repo
 from ..engine import autocommit
+from ..failures import is_unavailable
 from . import repo
 
 
@@ -40,22 +40,22 @@ class CoreLedger(LedgerGateway):
 
     async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
         """Claim (one statement), then read the send context or the row (another)."""
-        async with self.autocommit.connect() as conn:
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             claimed = await repo.claim_send(conn, key, now=now, lease_until=lease_until)
         if claimed is None:
             return Claim(False, await self.get_send_record(key))
-        async with self.autocommit.connect() as conn:
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             context = await repo.load_send_context(conn, key.reminder_id)
         return Claim(True, claimed, context)
 
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
         """The ledger row for a key, if any."""
-        async with self.autocommit.connect() as conn:
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             return await repo.get_send_record(conn, key)
 
     async def release_claim(self, record: SendRecordView, *, now: datetime) -> bool:
         """Give a claim back without spending the attempt (the message was stale)."""
-        async with self.autocommit.connect() as conn:
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             return await repo.release_claim(conn, record, now=now)
 
     async def renew_lease(
@@ -111,19 +111,23 @@ class CoreLedger(LedgerGateway):
 
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
         """Keep an authentic but unusable delivery for operators (one statement)."""
-        async with self.autocommit.connect() as conn:
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             await _add_dead_letter(conn, entry, now=now)
 
 
 @contextlib.asynccontextmanager
 async def connection_failures_as_unavailable() -> AsyncIterator[None]:
-    """A failed connection (not a refused statement) as ``LedgerUnavailable``: the caller
-    may retry, and the pool has already discarded the connection (``invalidated``)."""
+    """A database that could not answer (``failures.is_unavailable``: not a refused
+    statement) as ``LedgerUnavailable``: the caller may retry, and the pool has already
+    discarded a broken connection (``invalidated``)."""
     try:
         yield
-    except DBAPIError as error:
-        if error.connection_invalidated or isinstance(error, OperationalError | InterfaceError):
-            raise LedgerUnavailable(f"database connection failed: {error.orig!r}"[:300]) from error
+    except LedgerUnavailable:
+        raise
+    except Exception as error:
+        if is_unavailable(error):  # failures.py: by SQLSTATE or SQLite result code
+            cause = getattr(error, "orig", None) or error
+            raise LedgerUnavailable(f"database unavailable: {cause!r}"[:300]) from error
         raise
 
 

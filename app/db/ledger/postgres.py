@@ -30,6 +30,7 @@ from app.domain.ledger import Claim, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
 
+from ..failures import is_unavailable
 from .core import CoreLedger
 from .group_commit import GroupCommit
 from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
@@ -231,12 +232,15 @@ class PgLedger(CoreLedger):
         for _ in range(self._size):
             try:
                 return await _fetch_once(pool, query, args)
-            except _CONNECTION_FAILURES:
-                continue
+            except Exception as error:
+                if not is_unavailable(error):
+                    raise
         try:
             return await _fetch_once(pool, query, args)
-        except _CONNECTION_FAILURES as error:
-            raise LedgerUnavailable(f"database connection failed: {error!r}"[:300]) from error
+        except Exception as error:
+            if not is_unavailable(error):
+                raise
+            raise LedgerUnavailable(f"database unavailable: {error!r}"[:300]) from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,23 +295,12 @@ async def _one_by_one(run: Any, items: Sequence[Any]) -> list[Any]:
     return results
 
 
-# Failures of the connection, not of the statement. 57P01 (admin_shutdown) is the
-# server's answer to a statement on a session pg_terminate_backend ended.
-_CONNECTION_FAILURES = (
-    OSError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.AdminShutdownError,
-)
-
-
 async def _fetch_once(pool: asyncpg.Pool, query: str, args: tuple[Any, ...]) -> Any:
     async with pool.acquire() as conn:
         try:
             return await conn.fetch(query, *args)
         except asyncpg.PostgresError as error:
-            if isinstance(error, _CONNECTION_FAILURES):
+            if is_unavailable(error):  # failures.py: by SQLSTATE
                 conn.terminate()
             raise  # otherwise the server refused the statement; the session is fine
         except BaseException:

@@ -52,8 +52,8 @@ class DispatchLimits:
 
     concurrency: int = 16
     batch_size: int = 64
-    visibility_timeout_seconds: float = 60.0
-    push_timeout_seconds: float = 30.0
+    visibility_timeout_seconds: float = 120.0
+    push_timeout_seconds: float = 90.0
     backoff: BackoffPolicy = field(default_factory=lambda: BackoffPolicy(1.0, 300.0))
     housekeeping_every: timedelta = timedelta(seconds=60)
 
@@ -192,6 +192,8 @@ class Dispatcher:
         return PushResult(message, answer.status, answer.retry_after, answer.outcome)
 
     async def _deliver_locally(self, local: LocalDelivery, message: ClaimedMessage) -> PushResult:
+        # The timeout only stops the wait: the receiver finishes a claim's send and finalize
+        # on its own (``Receiver.run_claim``), as it does when a pushing queue hangs up.
         try:
             async with asyncio.timeout(self.limits.push_timeout_seconds):
                 answer = await local(
@@ -343,8 +345,8 @@ def dispatcher_from_settings(
     limits = DispatchLimits(
         concurrency=embedded.concurrency,
         batch_size=embedded.batch_size,
-        visibility_timeout_seconds=embedded.visibility_timeout_seconds,
-        push_timeout_seconds=embedded.push_timeout_seconds,
+        visibility_timeout_seconds=settings.embedded_visibility_timeout,
+        push_timeout_seconds=settings.embedded_push_timeout,
         backoff=embedded.backoff,
     )
     chosen = pusher or owned
