@@ -103,8 +103,8 @@ async def test_a_retry_answer_is_redelivered_after_its_retry_after(
 async def test_a_receiver_that_raises_counts_as_no_answer(
     client, container, clock, publisher, provider
 ):
-    """The database drops mid-delivery (a 500 over HTTP): the message is delivered again
-    later and sent once."""
+    """The database drops mid-delivery: answered retry (a 503 with Retry-After over HTTP,
+    never a 500), the message is delivered again later and sent once."""
     await enqueue_due(client, container, clock, publisher, "r1")
     dispatcher = in_process_dispatcher(container, clock)
     ledger = container.receiver.ledger
@@ -119,7 +119,7 @@ async def test_a_receiver_that_raises_counts_as_no_answer(
     ledger.claim_or_read = claim_once_failing  # type: ignore[method-assign]
     try:
         report = await dispatcher.run_once()
-        assert (report.redelivering, dict(report.outcomes)) == (1, {"no_answer": 1})
+        assert (report.redelivering, dict(report.outcomes)) == (1, {"retry": 1})
         clock.advance(minutes=2)
         assert dict((await dispatcher.run_once()).outcomes) == {"sent": 1}
     finally:
