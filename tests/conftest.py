@@ -37,6 +37,7 @@ pytest_plugins = [
     "tests.support.infrai_fixtures",
     "tests.support.google_emulators",
     "tests.support.aws_fixtures",
+    "tests.support.rabbit_fixtures",
 ]
 
 API_TOKEN = "test-api-token"

@@ -7,7 +7,9 @@ subscriptions; ``cloudtasks`` creates queues with their retry configuration. Wit
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,7 +24,7 @@ from app.settings import Settings
 from app.settings.google import GOOGLE_KINDS
 
 console = Console()
-SETUP_KINDS = ("infrai", *GOOGLE_KINDS)
+SETUP_KINDS = ("infrai", *GOOGLE_KINDS, "rabbitmq")
 
 
 def setup_command(
@@ -47,6 +49,8 @@ def setup_command(
     for kind in kinds:
         if kind == "infrai":
             setup_infrai_command(dry_run=dry_run, pull=False)
+        elif kind == "rabbitmq":
+            _print(kind, _rabbitmq(settings))
         else:
             _print(kind, _google(kind, settings))
 
@@ -69,7 +73,31 @@ def _google(kind: str, settings: Settings) -> list[SetupAction]:
         raise typer.Exit(1) from None
 
 
-def _print(kind: str, actions: list[SetupAction]) -> None:
+def _rabbitmq(settings: Settings) -> list[Any]:
+    # aio-pika comes from the [rabbitmq] extra, which the settings required already.
+    from app.adapters.queues.rabbitmq.setup import declare_topology
+    from app.domain.errors import ReminderRelayError
+
+    queues = sorted(q for q, kind in settings.queue_kinds.items() if kind == "rabbitmq")
+    rabbit = settings.rabbitmq
+    try:
+        declared = asyncio.run(
+            declare_topology(
+                rabbit.url.get_secret_value(),
+                queues,
+                delivery_limit=rabbit.delivery_limit,
+                max_delay_seconds=rabbit.max_delay_seconds,
+                timeout=rabbit.connect_timeout_seconds,
+            )
+        )
+    except ReminderRelayError as error:
+        console.print(f"[red]rabbitmq setup failed: {error}[/red]")
+        raise typer.Exit(1) from None
+    return list(declared)
+
+
+def _print(kind: str, actions: Sequence[Any]) -> None:
+    """One row per resource (``SetupAction`` or RabbitMQ's ``Declared``: kind, name, status)."""
     table = Table(title=f"setup --queue {kind}")
     for column in ("resource", "name", "result"):
         table.add_column(column)

@@ -23,11 +23,14 @@ from app.settings.google import (
 )
 from app.settings.infrai import InfraiSettings, check_infrai_settings
 from app.settings.problems import MissingSecrets, gather
+from app.settings.rabbitmq import RabbitMQSettings
 from app.settings.secrets import DEV_PUSH_SECRET, SECRET_FIELDS, dev_token, is_placeholder
 from app.settings.worker import WorkerSettings
 
 # Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
-QueueKind = Literal["memory", "embedded", "infrai", "cloudtasks", "pubsub", "sns", "qstash"]
+QueueKind = Literal[
+    "memory", "embedded", "infrai", "cloudtasks", "pubsub", "sns", "qstash", "rabbitmq"
+]
 
 
 class Settings(DatabaseSettings, ChannelSettings):
@@ -54,6 +57,7 @@ class Settings(DatabaseSettings, ChannelSettings):
     sns: SnsSettings = Field(default_factory=SnsSettings)  # REMINDERS_SNS_*
     qstash: QStashSettings = Field(default_factory=QStashSettings)  # REMINDERS_QSTASH_*
     worker: WorkerSettings = Field(default_factory=WorkerSettings)  # REMINDERS_WORKER_*
+    rabbitmq: RabbitMQSettings = Field(default_factory=RabbitMQSettings)  # REMINDERS_RABBITMQ_*
     public_base_url: str = "http://127.0.0.1:8000"
 
     push_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)

@@ -37,8 +37,14 @@ def _importable(module: str) -> bool:
 
 GCP = Extra("gcp", ("google.auth", "google.cloud.tasks_v2", "grpc"))
 AWS = Extra("aws", ("aiobotocore", "cryptography"))
+RABBITMQ = Extra("rabbitmq", ("aio_pika",))
 # FastAPI itself installs opentelemetry-api; the extra is the SDK and its exporter.
 OTEL = Extra("otel", ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"))
 
 # The extra each queue kind needs (kinds not named need none).
-QUEUE_KIND_EXTRAS: dict[str, Extra] = {"cloudtasks": GCP, "pubsub": GCP, "sns": AWS}
+QUEUE_KIND_EXTRAS: dict[str, Extra] = {
+    "cloudtasks": GCP,
+    "pubsub": GCP,
+    "sns": AWS,
+    "rabbitmq": RABBITMQ,
+}

@@ -22,6 +22,10 @@ INTEGRATION_MODULES = {
     "app.adapters.queues.cloudtasks.setup",
     "app.adapters.queues.google",
     "app.adapters.queues.google_check",
+    "app.adapters.queues.rabbitmq.consumer",
+    "app.adapters.queues.rabbitmq.publisher",
+    "app.adapters.queues.rabbitmq.setup",
+    "app.adapters.queues.rabbitmq.wire",
 }
 
 
@@ -74,6 +78,10 @@ def test_the_cli_starts_without_extras(tmp_path):
                 "REMINDERS_SNS_TOPIC_ARNS": "hooks=arn:aws:sns:eu-west-1:123456789012:hooks",
             },
             "REMINDERS_WEBHOOK_QUEUE_KIND=sns needs: pip install 'reminder-relay[aws]'",
+        ),
+        (
+            {"REMINDERS_QUEUE": "rabbitmq"},
+            "REMINDERS_QUEUE=rabbitmq needs: pip install 'reminder-relay[rabbitmq]'",
         ),
         (
             {"REMINDERS_OTEL_ENABLED": "true"},

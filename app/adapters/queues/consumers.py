@@ -21,8 +21,15 @@ def _infrai(settings: Settings, http: SharedHttp | None) -> PullConsumer:
     return build_infrai_consumer(api, settings.infrai, owns_api=True)
 
 
+def _rabbitmq(settings: Settings, http: SharedHttp | None) -> PullConsumer:
+    from .rabbitmq import build_rabbitmq_consumer
+
+    return build_rabbitmq_consumer(settings)
+
+
 PULL_KINDS: dict[str, Callable[[Settings, SharedHttp | None], PullConsumer]] = {
     "infrai": _infrai,
+    "rabbitmq": _rabbitmq,
 }
 
 

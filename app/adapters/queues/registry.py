@@ -101,6 +101,10 @@ QUEUE_KINDS: dict[str, QueueKind] = {
     ),
     "sns": QueueKind(build_sns_publisher, build_sns_push_format),
     "qstash": QueueKind(build_qstash_publisher, push_format_for=build_qstash_push_format_for),
+    # Pulled by `reminders worker` (app/adapters/queues/consumers.py): no push route.
+    "rabbitmq": QueueKind(
+        lambda parts: _lazy(".rabbitmq", "build_rabbitmq_publisher")(parts.settings)
+    ),
 }
 
 
@@ -135,8 +139,7 @@ def build_push_formats(settings: Settings, *, http: SharedHttp) -> dict[str, Pus
         kind = _kind(name)
         if kind.push_format_for is not None:
             formats[queue] = kind.push_format_for(parts, queue)
-        else:
-            assert kind.push_format is not None, f"queue kind {name} builds no push format"
+        elif kind.push_format is not None:  # None: a pull queue, /push/{queue} is a 404
             if name not in shared:
                 shared[name] = kind.push_format(parts)
             formats[queue] = shared[name]
