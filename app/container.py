@@ -17,6 +17,7 @@ from app.adapters.queues.registry import build_publisher, build_push_formats, cl
 from app.adapters.rendering import Renderer
 from app.db.engine import connection_budget, create_engine
 from app.db.ledger import ledger_for
+from app.db.suppressions import DbSuppressionList
 from app.domain.clock import utc_now
 from app.domain.ports import PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
@@ -106,6 +107,7 @@ def build_container(
         policy=_delivery_policy(settings),
         clock=clock,
         rand=rand or random.SystemRandom(),
+        suppressions=DbSuppressionList(engine),
     )
     container = Container(
         settings=settings,

@@ -26,6 +26,7 @@ from .api import (
     push,
     reminders,
     schedules,
+    suppressions,
     templates,
     unsubscribe,
 )
@@ -91,6 +92,7 @@ def create_app(
             schedules.router,
             templates.router,
             dead_letters.router,
+            suppressions.router,
             batch.router,
         ],
         larger_bodies=[(batch.router, batch.MAX_BATCH_BYTES)],

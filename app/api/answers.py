@@ -96,6 +96,13 @@ class SendRecordOut(BaseModel):
     first_attempt_at: At | None
     sent_at: At | None
     redrive_count: int
+    delivery_status: str | None = Field(
+        default=None,
+        description="what the provider reported after accepting it: delivered, bounced, "
+        "complained or deferred (null until an event arrives)",
+    )
+    delivery_status_at: At | None = None
+    delivery_detail: str | None = Field(default=None, description="the provider's reason")
     created_at: At
     updated_at: At
 

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from app.domain.errors import Unauthenticated
 from app.services.audit import AuditReport, run_audit
+from app.services.deliverability import DeliverabilityFigures, deliverability_figures
 from app.services.operations import LedgerFigures, ledger_figures
 
 from .deps import ContainerDep, bearer_token, token_matches
@@ -37,9 +38,15 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class LedgerCollector(Collector):
     """Yields the gauges of one ledger snapshot (taken by the route just before)."""
 
-    def __init__(self, figures: LedgerFigures | None, audit: AuditReport | None = None) -> None:
+    def __init__(
+        self,
+        figures: LedgerFigures | None,
+        audit: AuditReport | None = None,
+        deliverability: DeliverabilityFigures | None = None,
+    ) -> None:
         self.figures = figures
         self.audit = audit
+        self.deliverability = deliverability
 
     def collect(self) -> Iterator[Metric]:
         """The ledger gauges, or only ``reminders_ledger_up 0`` when the read failed."""
@@ -50,6 +57,32 @@ class LedgerCollector(Collector):
             yield from _ledger_metrics(self.figures)
         if self.audit is not None:
             yield _audit_gauge(self.audit)
+        if self.deliverability is not None:
+            yield from _deliverability_metrics(self.deliverability)
+
+
+def _deliverability_metrics(figures: DeliverabilityFigures) -> Iterator[Metric]:
+    suppressed = GaugeMetricFamily(
+        "reminders_suppressions", "Addresses on the suppression list, by reason.", labels=["reason"]
+    )
+    for reason, count in sorted(figures.suppressions.items()):
+        suppressed.add_metric([reason], count)
+    yield suppressed
+    yield GaugeMetricFamily(
+        "reminders_email_bounce_rate_24h",
+        "Hard bounces over emails sent in the last 24 h (SES: review at 0.05, pause at 0.10).",
+        figures.bounce_rate,
+    )
+    yield GaugeMetricFamily(
+        "reminders_email_complaint_rate_24h",
+        "Complaints over emails sent in the last 24 h (Gmail/Yahoo bulk senders: under 0.003).",
+        figures.complaint_rate,
+    )
+    yield GaugeMetricFamily(
+        "reminders_emails_sent_24h",
+        "Emails a provider accepted in the last 24 h.",
+        figures.emails_sent,
+    )
 
 
 def _audit_gauge(report: AuditReport) -> Metric:
@@ -120,14 +153,16 @@ async def metrics(request: Request, container: ContainerDep) -> Response:
         raise Unauthenticated("a valid bearer token (METRICS_TOKEN) is required")
     figures: LedgerFigures | None = None
     audit: AuditReport | None = None
+    deliverability: DeliverabilityFigures | None = None
     try:
         async with asyncio.timeout(container.settings.readyz_timeout_seconds):
             async with container.engine.connect() as conn:
                 figures = await ledger_figures(conn, now=container.clock())
                 audit = await run_audit(conn, now=container.clock())
+                deliverability = await deliverability_figures(conn, now=container.clock())
     except Exception as error:  # a scrape must still answer; the gauge says what is missing
         log.warning("ledger gauges unavailable: %s", type(error).__name__)
     ledger = CollectorRegistry(auto_describe=False)
-    ledger.register(LedgerCollector(figures, audit))
+    ledger.register(LedgerCollector(figures, audit, deliverability))
     body = generate_latest(process_registry()) + generate_latest(ledger)
     return Response(body, media_type=CONTENT_TYPE)

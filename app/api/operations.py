@@ -6,8 +6,8 @@ from fastapi import FastAPI
 
 from app.api.request_log import RequestLogMiddleware
 
-from . import audit, dead_letters, metrics, queue_dead_letters
-from .ui import admin
+from . import audit, dead_letters, metrics, queue_dead_letters, suppressions
+from .ui import admin, admin_suppressions
 
 
 def install_operations(app: FastAPI) -> None:
@@ -15,6 +15,8 @@ def install_operations(app: FastAPI) -> None:
     app.include_router(dead_letters.router)
     app.include_router(queue_dead_letters.router)
     app.include_router(audit.router)
+    app.include_router(suppressions.router)
     app.include_router(admin.router)
+    app.include_router(admin_suppressions.router)
     app.include_router(metrics.router)
     app.add_middleware(RequestLogMiddleware)

@@ -15,6 +15,7 @@ from app.cli.infrai import check_command, setup_infrai_command
 from app.cli.registration import import_command
 from app.cli.retention import purge_command
 from app.cli.setup import setup_command
+from app.cli.suppressions import app as suppressions_app
 from app.cli.worker import worker_command
 
 # The order a newcomer meets the commands in: try it, run it, operate it, then the queues.
@@ -25,6 +26,7 @@ ORDER = (
     "sweep",
     "import",
     "dead-letters",
+    "suppressions",
     "audit",
     "purge",
     "dispatch",
@@ -52,6 +54,7 @@ cli.command("migrate")(server.migrate)
 cli.command("sweep")(server.sweep_command)
 cli.command("audit")(audit_command)
 cli.add_typer(dead_letters_app, name="dead-letters")
+cli.add_typer(suppressions_app, name="suppressions")
 cli.command("dispatch")(dispatch_command)
 cli.add_typer(embedded_dead_app, name="embedded-dead")
 cli.command("setup")(setup_command)

@@ -9,6 +9,7 @@ from sqlalchemy import MetaData
 
 from . import (  # noqa: F401  (imported for their tables)
     admin_session_tables,
+    deliverability_tables,
     queue_tables,
     schedule_tables,
     unsubscribe_tables,

@@ -101,6 +101,8 @@ class SendRecord(Base):
         UniqueConstraint("reminder_id", "channel", "provider"),
         Index("ix_send_records_state_lease_until", "state", "lease_until"),
         Index("ix_send_records_updated_at", "updated_at"),  # 0004: outcome windows
+        # 0016: provider events name the message by the id the provider gave it.
+        Index("ix_send_records_provider_request_id", "provider_request_id"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -122,6 +124,11 @@ class SendRecord(Base):
     first_attempt_at: Mapped[datetime | None]
     sent_at: Mapped[datetime | None]
     redrive_count: Mapped[int] = mapped_column(Integer, default=0)
+    # 0016: what the provider reported after accepting it (delivered, bounced, complained,
+    # deferred), when, and its reason; None until an event arrives.
+    delivery_status: Mapped[str | None] = mapped_column(String(16))
+    delivery_status_at: Mapped[datetime | None]
+    delivery_detail: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

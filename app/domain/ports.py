@@ -16,6 +16,7 @@ from .messages import (
     RenderedMessage,
     SendResult,
 )
+from .suppression import Suppression
 
 # Infrai's (and most managed queues') message size ceiling.
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -207,4 +208,17 @@ class LedgerGateway(Protocol):
 
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
         """Keep an authentic but unusable delivery for operators (once per message id)."""
+        ...
+
+
+class SuppressionList(Protocol):
+    """The addresses that receive no email; each call its own short unit of work."""
+
+    async def reason_for(self, email: str) -> str | None:
+        """Why a normalized address is suppressed, or None when it may receive email."""
+        ...
+
+    async def suppress(self, entry: Suppression, *, now: datetime) -> bool:
+        """Put an address on the list (a stronger reason replaces a weaker one); True when
+        a row was written."""
         ...

@@ -98,6 +98,11 @@ LEASES_OUTLIVED = Counter(
 PUSH_REFUSED = Counter(
     "reminders_push_refused", "Pushes refused before parsing (401, 413).", ["reason"]
 )
+EMAIL_EVENTS = Counter(
+    "reminders_email_events",
+    "Provider events received (new ones, not repeats), by provider and kind.",
+    ["provider", "kind"],
+)
 SWEEP_SECONDS = Histogram(
     "reminders_sweep_duration_seconds",
     "Duration of one sweep.",

@@ -37,6 +37,7 @@ from app.domain.messages import (
 )
 from app.domain.ports import ChannelProvider
 from app.domain.states import Outcome
+from app.domain.suppression import ADDRESS_SUPPRESSED
 from app.observability.tracing import set_span_attribute, span, tracing_enabled
 
 from .lease import LeaseKeeper
@@ -50,6 +51,7 @@ from .receive_model import (
     dead_letter,
     duplicate_of_sent,
 )
+from .suppress import address_suppressed, suppress_refused_recipient
 
 __all__ = ["Answer", "DeliveryPolicy", "Receiver", "SentKeys", "quarantine", "receive_delivery"]
 
@@ -153,12 +155,18 @@ async def _process_claim(
     try:
         if reason is not None:
             return await finalize_without_send(receiver, key, record, reminder, reason)
+        if await address_suppressed(receiver, payload.channel, customer):
+            return await finalize_without_send(
+                receiver, key, record, reminder, Outcome.SUPPRESSED, ADDRESS_SUPPRESSED
+            )
         keeper = _lease_keeper(receiver, key, record)
         try:
             result = await _render_and_send(receiver, key, reminder, customer, provider, keeper)
         except ProviderError as error:
             record = keeper.renewed_record
-            return await finalize_failure(receiver, delivery, key, record, reminder, error)
+            answer = await finalize_failure(receiver, delivery, key, record, reminder, error)
+            await suppress_refused_recipient(receiver, customer, error)
+            return answer
         return await finalize_sent(receiver, key, keeper.renewed_record, reminder, result)
     except LeaseLost:
         return lease_lost(receiver, key, record)

@@ -57,17 +57,19 @@ async def finalize_without_send(
     record: SendRecordView,
     reminder: ReminderView,
     reason: Outcome,
+    error_class: str | None = None,
 ) -> Answer:
-    """Nothing is to be sent (cancelled, expired, opted out, ...): the row ends with why."""
+    """Nothing is to be sent (cancelled, expired, opted out, ...): the row ends with why
+    (``error_class``, else the outcome's name)."""
     now = receiver.clock()
     values = {
         "state": SendState.TERMINAL_FAILURE.value,
         "outcome": reason.value,
-        "last_error_class": reason.value,
+        "last_error_class": error_class or reason.value,
         "next_attempt_at": None,
     }
     await _finalize(receiver, key, record, reminder, values, now=now)
-    return answer_for(Decision(reason), key, record, claimed=True)
+    return answer_for(Decision(reason, detail=error_class), key, record, claimed=True)
 
 
 async def finalize_failure(

@@ -16,7 +16,7 @@ from typing import Any
 from app.adapters.rendering import Renderer
 from app.domain.ledger import DeadLetterEntry, Decision, LedgerKey, SendRecordView, truncate_error
 from app.domain.messages import Delivery
-from app.domain.ports import ChannelProvider, LedgerGateway
+from app.domain.ports import ChannelProvider, LedgerGateway, SuppressionList
 from app.domain.retry import BackoffPolicy, RandomSource
 from app.domain.states import Outcome
 
@@ -104,6 +104,9 @@ class Receiver:
     rand: RandomSource
     # Waits between finalize retries; tests and the simulation pass their own.
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    # The addresses that receive no email, consulted before every email send (None: no
+    # list, as in unit tests of the receiver alone).
+    suppressions: SuppressionList | None = None
 
     # The channel names payloads may carry: derived from providers once, not per delivery.
     channels: frozenset[str] = field(init=False)

@@ -117,7 +117,7 @@ async def test_wrong_password_is_transient_auth_error():
     [
         ("421", TransientProviderError, "smtp_4xx"),
         ("450", TransientProviderError, "smtp_4xx"),
-        ("550", PermanentProviderError, "smtp_5xx"),
+        ("550", PermanentProviderError, "smtp_rcpt_5xx"),  # at RCPT TO: suppresses
     ],
 )
 async def test_reply_codes_are_classified(reply, expected, detail_class):

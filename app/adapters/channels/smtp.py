@@ -7,7 +7,8 @@ retry can still deliver twice (see the README). ``List-Unsubscribe`` headers com
 renderer.
 
 Classification: connection errors, timeouts and 4xx replies → transient; 5xx replies to the
-envelope or the data (bad mailbox, rejected message) → permanent. Two 5xx cases are our
+envelope or the data (bad mailbox, rejected message) → permanent, and a 5xx to ``RCPT TO``
+is told apart (``smtp_rcpt_5xx``) because it suppresses the address. Two 5xx cases are our
 configuration, not the message, and stay transient so the send waits for a fix: a server
 that refuses the connection (``smtp_connect_refused``) and failed AUTH (``smtp_auth``).
 A timeout or disconnect during DATA is ``unknown_outcome``: the server may have queued it.
@@ -36,7 +37,10 @@ from app.domain.messages import RenderedMessage, SendResult
 from .mime import SMTP_POLICY, SMTPUTF8_POLICY, build_email
 
 Security = Literal["starttls", "tls", "none"]
-Phase = Literal["connect", "auth", "envelope", "data"]
+Phase = Literal["connect", "auth", "envelope", "recipient", "data"]
+# A 5xx answer to RCPT TO: the receiving system refuses this mailbox. Permanent, and the
+# receiver puts the address on the suppression list (app/domain/suppression.py).
+RECIPIENT_REFUSED = "smtp_rcpt_5xx"
 QUIT_TIMEOUT_SECONDS = 2.0
 
 
@@ -114,6 +118,7 @@ class SmtpProvider:
         utf8 = await self._smtputf8(client, address)
         options, encoding = (["SMTPUTF8"], "utf-8") if utf8 else ([], "ascii")
         await client.mail(parseaddr(self.sender)[1] or self.sender, options=options)
+        phase[0] = "recipient"
         await client.rcpt(address.envelope, encoding=encoding)
         phase[0] = "data"
         response = await client.data(self._content(message, address, idempotency_key, utf8))
@@ -173,4 +178,6 @@ def _classify_reply(code: int, text: str, phase: Phase) -> ProviderError:
         return TransientProviderError(summary, detail_class="smtp_4xx")
     if phase == "connect":
         return TransientProviderError(summary, detail_class="smtp_connect_refused")
+    if phase == "recipient":
+        return PermanentProviderError(summary, detail_class=RECIPIENT_REFUSED)
     return PermanentProviderError(summary, detail_class="smtp_5xx")

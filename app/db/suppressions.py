@@ -1,0 +1,31 @@
+"""The receiver's view of the suppression list (``SuppressionList``) on the engine's pool."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.domain.ports import SuppressionList
+from app.domain.suppression import Suppression
+
+from . import suppressions_repo
+from .engine import autocommit
+
+
+class DbSuppressionList(SuppressionList):
+    """One statement per call, in autocommit: nothing is held while a provider is called."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.autocommit = autocommit(engine)
+
+    async def reason_for(self, email: str) -> str | None:
+        """Why a normalized address is suppressed, or None."""
+        async with self.autocommit.connect() as conn:
+            return await suppressions_repo.reason_for(conn, email)
+
+    async def suppress(self, entry: Suppression, *, now: datetime) -> bool:
+        """Add (or strengthen) one suppression in its own transaction."""
+        async with self.engine.begin() as conn:
+            return await suppressions_repo.add_suppression(conn, entry, now=now)

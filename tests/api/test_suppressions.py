@@ -1,0 +1,146 @@
+"""The suppression list: the operator API, and the receiver consulting it before any send."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from app.adapters.channels.smtp import SmtpProvider
+from app.db.suppressions import DbSuppressionList
+from app.domain.suppression import Suppression, SuppressionReason
+from tests.support.channel_servers import smtp_server
+from tests.support.dead_letters import ADMIN, publish_reminder
+from tests.support.flow import get_reminder, push_message
+
+
+async def test_put_get_delete_normalizes_the_domain_part(client):
+    """An address is stored with its domain lower-cased and found by any casing of it."""
+    put = await client.put(
+        "/v1/suppressions/Ann.Lee@Example.COM", json={"detail": "asked by phone"}, headers=ADMIN
+    )
+    assert put.status_code == 200, put.text
+    assert put.json()["email"] == "Ann.Lee@example.com"
+    assert put.json()["reason"] == "manual" and put.json()["source"] == "api"
+    shown = await client.get("/v1/suppressions/Ann.Lee@EXAMPLE.com", headers=ADMIN)
+    assert shown.json()["detail"] == "asked by phone"
+    # The local part is kept as given: another casing of it is another address.
+    other = await client.get("/v1/suppressions/ann.lee@example.com", headers=ADMIN)
+    assert other.status_code == 404
+    lifted = await client.delete("/v1/suppressions/ann.lee@example.com", headers=ADMIN)
+    assert lifted.status_code == 404
+    lifted = await client.delete("/v1/suppressions/Ann.Lee@example.com", headers=ADMIN)
+    assert lifted.status_code == 200
+    gone = await client.get("/v1/suppressions/Ann.Lee@example.com", headers=ADMIN)
+    assert gone.status_code == 404
+
+
+async def test_a_complaint_is_lifted_only_with_force(client, container):
+    """DELETE of a complaint answers 409 naming force=true, and lifts it with force."""
+    entry = Suppression("spam@example.com", SuppressionReason.COMPLAINT, source="ses")
+    assert await DbSuppressionList(container.engine).suppress(entry, now=container.clock())
+    refused = await client.delete("/v1/suppressions/spam@example.com", headers=ADMIN)
+    assert refused.status_code == 409 and "force=true" in refused.json()["message"]
+    lifted = await client.delete("/v1/suppressions/spam@example.com?force=true", headers=ADMIN)
+    assert lifted.status_code == 200 and lifted.json()["reason"] == "complaint"
+
+
+async def test_a_stronger_reason_replaces_a_weaker_one(container):
+    """A complaint overwrites a bounce; a later bounce leaves the complaint in place."""
+    suppressions = DbSuppressionList(container.engine)
+    now = container.clock()
+    address = "x@example.com"
+    assert await suppressions.suppress(
+        Suppression(address, SuppressionReason.HARD_BOUNCE, source="ses"), now=now
+    )
+    assert await suppressions.suppress(
+        Suppression(address, SuppressionReason.COMPLAINT, source="ses"), now=now
+    )
+    assert not await suppressions.suppress(
+        Suppression(address, SuppressionReason.HARD_BOUNCE, source="ses"), now=now
+    )
+    assert await suppressions.reason_for(address) == "complaint"
+
+
+async def test_the_list_pages_by_keyset_and_filters(client, container):
+    """Pages in address order with a cursor; reason and domain narrow the list."""
+    suppressions = DbSuppressionList(container.engine)
+    for n in range(5):
+        reason = SuppressionReason.HARD_BOUNCE if n % 2 else SuppressionReason.COMPLAINT
+        domain = "a.example" if n < 3 else "b.example"
+        entry = Suppression(f"u{n}@{domain}", reason, source="sendgrid")
+        await suppressions.suppress(entry, now=container.clock())
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = (await client.get("/v1/suppressions", params=params, headers=ADMIN)).json()
+        seen += [item["email"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [f"u{n}@{'a' if n < 3 else 'b'}.example" for n in range(5)]
+    bounced = await client.get("/v1/suppressions?reason=hard_bounce", headers=ADMIN)
+    assert [i["email"] for i in bounced.json()["items"]] == ["u1@a.example", "u3@b.example"]
+    by_domain = await client.get("/v1/suppressions?domain=B.example", headers=ADMIN)
+    assert [i["email"] for i in by_domain.json()["items"]] == ["u3@b.example", "u4@b.example"]
+    garbled = await client.get("/v1/suppressions?cursor=nonsense", headers=ADMIN)
+    assert garbled.status_code == 422
+
+
+async def test_the_routes_need_the_admin_token(client):
+    """Without the operator's bearer token: 401."""
+    assert (await client.get("/v1/suppressions")).status_code == 401
+    assert (await client.put("/v1/suppressions/a@b.example")).status_code == 401
+
+
+async def test_a_suppressed_address_gets_no_provider_call(
+    client, container, publisher, clock, provider
+):
+    """The receiver finalizes a send to a suppressed address as ``suppressed`` with error
+    class ``address_suppressed``, and never calls the provider."""
+    message = await publish_reminder(client, publisher, clock, "r:blocked")
+    # The customer's address as registered, in another casing of its domain.
+    await client.put("/v1/suppressions/cust_r_blocked@EXAMPLE.com", headers=ADMIN)
+    answer = (await push_message(client, message)).json()
+    assert answer["outcome"] == "suppressed" and answer["detail"] == "address_suppressed"
+    assert provider.calls == []
+    [record] = (await get_reminder(client, "r:blocked"))["send_records"]
+    assert record["state"] == "terminal_failure"
+    assert record["last_error_class"] == "address_suppressed"
+
+
+async def test_smtp_refusal_at_rcpt_suppresses_the_address(client, container, publisher, clock):
+    """Our SMTP server answers 550 to RCPT TO: the send is terminal, the address is
+    suppressed (reason smtp_rejected), and the next reminder to it makes no SMTP call."""
+    with smtp_server() as server:
+        smtp = SmtpProvider(
+            host=server.host, port=server.port, sender="r@example.com", security="none"
+        )
+        container.receiver = dataclasses.replace(
+            container.receiver, providers={"email": smtp, "webhook": smtp}
+        )
+        server.handler.mode = "550"
+        first = await publish_reminder(client, publisher, clock, "r:one")
+        answer = (await push_message(client, first)).json()
+        assert answer["outcome"] == "terminal" and answer["detail"] == "smtp_rcpt_5xx"
+        shown = await client.get("/v1/suppressions/cust_r_one@example.com", headers=ADMIN)
+        assert shown.json()["reason"] == "smtp_rejected" and shown.json()["source"] == "smtp"
+        server.handler.mode = "accept"
+        await client.put(
+            "/v1/reminders/r:two",
+            json={"customer_id": "cust_r_one", "kind": "weekly_digest",
+                  "due_at": clock.now.isoformat(), "channels": ["email"]},
+            headers={"Authorization": "Bearer test-api-token"},
+        )  # fmt: skip
+        await client.post("/cron/sweep", headers={"Authorization": "Bearer test-cron-token"})
+        [second] = publisher.drain()
+        answer = (await push_message(client, second)).json()
+        assert answer["outcome"] == "suppressed"
+        assert server.handler.messages == []
+
+
+async def test_metrics_show_suppressions_and_rates(client):
+    """/metrics has the suppression gauge by reason and the 24 h rates (0 without sends)."""
+    await client.put("/v1/suppressions/m@example.com", headers=ADMIN)
+    text = (await client.get("/metrics")).text
+    assert 'reminders_suppressions{reason="manual"} 1.0' in text
+    assert "reminders_email_bounce_rate_24h 0.0" in text
+    assert "reminders_email_complaint_rate_24h 0.0" in text
