@@ -13,13 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.channels.registry import build_providers
+from app.adapters.email_events.registry import build_event_sources
 from app.adapters.queues.registry import build_publisher, build_push_formats, close_publisher
 from app.adapters.rendering import Renderer
 from app.db.engine import connection_budget, create_engine
 from app.db.ledger import ledger_for
 from app.db.suppressions import DbSuppressionList
 from app.domain.clock import utc_now
-from app.domain.ports import PushFormat, QueuePublisher
+from app.domain.ports import EmailEventSource, PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
 from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import instrument_providers
@@ -44,6 +45,8 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     sweep_limits: SweepLimits
     clock: Callable[[], datetime]
     http: SharedHttp | None = None  # the one pooled outbound HTTP client
+    # Provider event webhooks by provider: the only names /events/email/{provider} serves.
+    event_sources: Mapping[str, EmailEventSource] = field(default_factory=dict)
     _exits: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
 
     def queue_for(self, channel: str) -> str:
@@ -127,6 +130,7 @@ def build_container(
         ),
         clock=clock,
         http=http,
+        event_sources=build_event_sources(settings, http),
     )
     # Pushed first, so closed last: the engine outlives everything that may still use it.
     container.close_with(engine.dispose)

@@ -22,6 +22,7 @@ from .api import (
     batch,
     cron,
     dead_letters,
+    email_events,
     health,
     push,
     reminders,
@@ -94,10 +95,24 @@ def create_app(
             dead_letters.router,
             suppressions.router,
             batch.router,
+            email_events.router,
         ],
-        larger_bodies=[(batch.router, batch.MAX_BATCH_BYTES)],
+        larger_bodies=[
+            (batch.router, batch.MAX_BATCH_BYTES),
+            (email_events.router, email_events.MAX_EVENTS_BYTES),
+        ],
     )
-    for module in (push, cron, batch, reminders, schedules, templates, health, unsubscribe):
+    for module in (
+        push,
+        cron,
+        batch,
+        email_events,
+        reminders,
+        schedules,
+        templates,
+        health,
+        unsubscribe,
+    ):
         app.include_router(module.router)
     install_operations(app)
     install_openapi(app)

@@ -18,6 +18,7 @@ _STATUS: list[tuple[type[errors.ReminderRelayError], int, str]] = [
     (errors.Unauthenticated, 401, "unauthenticated"),
     (errors.PayloadTooLarge, 413, "payload_too_large"),
     (errors.RequestTimedOut, 408, "request_timeout"),
+    (errors.MalformedEvent, 400, "malformed_event"),
     (errors.AuthenticationUnavailable, 503, "authentication_unavailable"),
     (errors.LedgerUnavailable, 503, "database_unavailable"),
     (errors.PublishError, 502, "queue_unavailable"),

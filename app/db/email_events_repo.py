@@ -34,17 +34,12 @@ async def record_event(
     return (await conn.execute(stmt)).rowcount > 0
 
 
-async def find_send(
-    conn: AsyncConnection, provider: str, message_id: str
-) -> tuple[int, str | None] | None:
-    """The sent email record a provider's message id names: (id, delivery status)."""
+async def find_send(conn: AsyncConnection, message_id: str) -> tuple[int, str | None] | None:
+    """The email record a provider's message id names: (id, delivery status). Provider
+    message ids are unique across providers (UUIDs and provider-prefixed ids)."""
     stmt = (
         select(sr.c.id, sr.c.delivery_status)
-        .where(
-            sr.c.provider_request_id == message_id,
-            sr.c.provider == provider,
-            sr.c.channel == "email",
-        )
+        .where(sr.c.provider_request_id == message_id, sr.c.channel == "email")
         .limit(1)
     )
     row = (await conn.execute(stmt)).first()

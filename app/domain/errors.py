@@ -57,6 +57,10 @@ class MalformedDelivery(ReminderRelayError):
     """The delivery is authentic but its envelope or payload cannot be used."""
 
 
+class MalformedEvent(ReminderRelayError):
+    """An authentic provider event whose body cannot be read (not the documented shape)."""
+
+
 class PublishError(ReminderRelayError):
     """The queue refused or failed to accept a message."""
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from .email_events import ProviderEvent
 from .ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
 from .messages import (
     Delivery,
@@ -221,4 +222,23 @@ class SuppressionList(Protocol):
     async def suppress(self, entry: Suppression, *, now: datetime) -> bool:
         """Put an address on the list (a stronger reason replaces a weaker one); True when
         a row was written."""
+        ...
+
+
+class EmailEventSource(Protocol):
+    """One email provider's event webhook: authenticate the raw request, then read events.
+
+    ``parse`` raises ``MalformedEvent`` for a body that is not the documented shape, and
+    leaves out (rather than refuses) event types we do not act on.
+    """
+
+    name: str
+
+    async def authenticate(self, request: PushRequest, *, now: float) -> None:
+        """Raise ``Unauthenticated`` unless the provider sent this request."""
+        ...
+
+    def parse(self, request: PushRequest, *, now: datetime) -> list[ProviderEvent]:
+        """The events in an authenticated request, in our vocabulary (``now`` stands in
+        for an event time the provider left out)."""
         ...

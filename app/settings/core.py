@@ -13,6 +13,7 @@ from app.domain.retry import BackoffPolicy
 from app.settings.aws import QStashSettings, SnsSettings, check_aws_settings
 from app.settings.channels import ChannelSettings, split_csv
 from app.settings.database import DatabaseSettings
+from app.settings.deliverability import DeliverabilitySettings
 from app.settings.embedded import EmbeddedQueueSettings
 from app.settings.extras import OTEL, QUEUE_KIND_EXTRAS
 from app.settings.google import (
@@ -33,7 +34,7 @@ QueueKind = Literal[
 ]
 
 
-class Settings(DatabaseSettings, ChannelSettings):
+class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     """Every knob of the service; see the README's configuration table."""
 
     model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")

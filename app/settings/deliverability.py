@@ -1,0 +1,36 @@
+"""Deliverability settings (docs/deliverability.md): the provider event webhooks' credentials
+and the soft-bounce rule, a base of ``Settings``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode
+
+from app.settings.channels import split_csv
+
+
+class DeliverabilitySettings(BaseSettings):
+    """Which provider event routes are open, with what credential; when soft bounces count."""
+
+    # POST /events/email/<provider> answers 404 until its credential is set.
+    resend_webhook_secret: SecretStr = SecretStr("")  # whsec_… from Resend's webhook page
+    sendgrid_webhook_public_key: SecretStr = SecretStr("")  # base64 DER, as SendGrid shows it
+    postmark_webhook_user: str = ""
+    postmark_webhook_password: SecretStr = SecretStr("")
+    ses_events_topic_arns: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Soft bounces suppress an address once this many arrive within the window (0: never).
+    soft_bounce_limit: int = Field(default=3, ge=0)
+    soft_bounce_window_seconds: float = Field(default=7 * 86400.0, gt=0)
+
+    @field_validator("ses_events_topic_arns", mode="before")
+    @classmethod
+    def _parse_topic_arns(cls, value: object) -> object:
+        return split_csv(value)
+
+    @property
+    def soft_bounce_window(self) -> timedelta:
+        """REMINDERS_SOFT_BOUNCE_WINDOW_SECONDS as a duration."""
+        return timedelta(seconds=self.soft_bounce_window_seconds)

@@ -1,0 +1,215 @@
+"""Provider event webhooks: authenticated as each provider documents, idempotent, matched
+to send records by message id, and feeding the suppression list."""
+
+from __future__ import annotations
+
+import base64
+import time
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from pydantic import SecretStr
+
+from app.adapters.channels.http import SharedHttp
+from app.adapters.email_events.ses import SesEvents
+from app.adapters.push_formats.sns import CertificateStore, SnsPushFormat
+from app.domain.messages import SendResult
+from tests.conftest import make_settings
+from tests.support import email_events as ev
+from tests.support.dead_letters import ADMIN, publish_reminder
+from tests.support.flow import get_reminder, push_message, put_reminder, sweep
+from tests.support.sns import TOPIC_ARN, SnsHost, body, client_ssl
+
+
+@pytest.fixture
+def settings(clean_database_url, tmp_path):
+    """Every provider's event webhook configured."""
+    return make_settings(
+        clean_database_url,
+        tmp_path,
+        resend_webhook_secret=SecretStr(ev.RESEND_SECRET),
+        sendgrid_webhook_public_key=SecretStr(ev.sendgrid_public_key()),
+        postmark_webhook_user=ev.POSTMARK_USER,
+        postmark_webhook_password=SecretStr(ev.POSTMARK_PASSWORD),
+        ses_events_topic_arns=[TOPIC_ARN],
+        soft_bounce_limit=2,
+    )
+
+
+@pytest.fixture
+async def sns_host(container):
+    """A loopback stand-in for SNS; the SES source trusts it (as SNS's own hosts in prod)."""
+    host = SnsHost()
+    await host.start()
+    http = SharedHttp()
+    store = CertificateStore(http, host_pattern="localhost", ssl=client_ssl())
+    ses = SesEvents(SnsPushFormat([TOPIC_ARN], store, http))
+    container.event_sources = {**container.event_sources, "ses": ses}
+    yield host
+    await http.aclose()
+    await host.stop()
+
+
+async def sent_email(client, publisher, clock, provider, reminder_id: str, message_id: str):
+    """A reminder sent through the provider, which answered ``message_id``."""
+    message = await publish_reminder(client, publisher, clock, reminder_id)
+    provider.script.append(SendResult(message_id))
+    assert (await push_message(client, message)).json()["outcome"] == "sent"
+    return "cust_" + reminder_id.replace(":", "_") + "@example.com"
+
+
+async def suppression(client, email: str) -> dict | None:
+    response = await client.get(f"/v1/suppressions/{email}", headers=ADMIN)
+    return response.json() if response.status_code == 200 else None
+
+
+async def test_resend_delivery_sets_the_send_records_status(client, publisher, clock, provider):
+    """email.delivered names our provider_request_id: the record shows delivered."""
+    email = await sent_email(client, publisher, clock, provider, "r:d", "4ef9a417-02e9")
+    raw, headers = ev.resend_post(
+        ev.resend_event("email.delivered", email_id="4ef9a417-02e9", to=email)
+    )
+    answer = await client.post("/events/email/resend", content=raw, headers=headers)
+    assert answer.status_code == 200 and answer.json()["matched"] == 1
+    [record] = (await get_reminder(client, "r:d"))["send_records"]
+    assert record["delivery_status"] == "delivered"
+    assert record["delivery_status_at"].startswith("2026-12-01T09:00:00")
+
+
+async def test_a_hard_bounce_suppresses_and_the_next_reminder_is_not_sent(
+    client, publisher, clock, provider
+):
+    """A bounce event, delivered twice, suppresses once; the next reminder to that address
+    ends suppressed without a provider call."""
+    email = await sent_email(client, publisher, clock, provider, "r:b1", "msg-b1")
+    bounce = ev.resend_event(
+        "email.bounced", email_id="msg-b1", to=email,
+        bounce={"message": "550 5.1.1 no such user", "subType": "General", "type": "Permanent"},
+    )  # fmt: skip
+    raw, headers = ev.resend_post(bounce, msg_id="msg_bounce_1")
+    first = await client.post("/events/email/resend", content=raw, headers=headers)
+    again = await client.post("/events/email/resend", content=raw, headers=headers)
+    assert first.json() == {"received": 1, "new": 1, "matched": 1, "suppressed": 1}
+    assert again.json() == {"received": 1, "new": 0, "matched": 0, "suppressed": 0}
+    shown = await suppression(client, email)
+    assert shown["reason"] == "hard_bounce" and shown["source_event_id"] == "msg_bounce_1"
+    calls = len(provider.calls)
+    [record] = (await get_reminder(client, "r:b1"))["send_records"]
+    assert record["delivery_status"] == "bounced" and "no such user" in record["delivery_detail"]
+    await put_reminder(client, "r:b1:next", customer_id="cust_r_b1", due_at=clock.now)
+    await sweep(client)
+    [message] = publisher.drain()
+    answer = (await push_message(client, message)).json()
+    assert answer["outcome"] == "suppressed" and len(provider.calls) == calls
+
+
+async def test_sendgrid_batch_bounce_spamreport_and_unknown_messages(
+    client, publisher, clock, provider
+):
+    """A signed batch: a bounce and a spam report suppress; an event about a message we
+    never sent is accepted (200) and changes only its address."""
+    email = await sent_email(client, publisher, clock, provider, "r:sg", "14c5d75ce93")
+    batch = [
+        ev.sendgrid_event("delivered", message_id="14c5d75ce93", email=email, response="250 OK"),
+        ev.sendgrid_event("spamreport", message_id="14c5d75ce93", email=email),
+        ev.sendgrid_event("bounce", message_id="unknown-1", email="Gone@Example.org",
+                          type="bounce", status="5.1.1", reason="550 5.1.1 user unknown"),
+        ev.sendgrid_event("open", message_id="14c5d75ce93", email=email),
+    ]  # fmt: skip
+    raw, headers = ev.sendgrid_post(batch)
+    answer = await client.post("/events/email/sendgrid", content=raw, headers=headers)
+    assert answer.json() == {"received": 3, "new": 3, "matched": 2, "suppressed": 2}
+    assert (await suppression(client, email))["reason"] == "complaint"
+    assert (await suppression(client, "Gone@example.org"))["reason"] == "hard_bounce"
+    [record] = (await get_reminder(client, "r:sg"))["send_records"]
+    assert record["delivery_status"] == "complained"
+
+
+async def test_postmark_soft_bounces_suppress_only_past_the_limit(client):
+    """Soft bounces suppress at REMINDERS_SOFT_BOUNCE_LIMIT (2 here) within the window."""
+    for n in (1, 2):
+        record = ev.postmark_bounce(f"pm-{n}", "soft@example.com", kind="SoftBounce", record_id=n)
+        answer = await client.post(
+            "/events/email/postmark", content=orjson.dumps(record), headers=ev.postmark_headers()
+        )
+        assert answer.status_code == 200
+        suppressed = await suppression(client, "soft@example.com")
+        assert (suppressed is not None) == (n == 2)
+    assert suppressed["reason"] == "soft_bounces"
+
+
+async def test_postmark_hard_bounce_and_delivery(client, publisher, clock, provider):
+    """Basic credentials as configured: a delivery then a hard bounce of the same message."""
+    email = await sent_email(client, publisher, clock, provider, "r:pm", "b7bc2f4a-e38e")
+    for record in (ev.postmark_delivery("b7bc2f4a-e38e", email),
+                   ev.postmark_bounce("b7bc2f4a-e38e", email, record_id=42)):  # fmt: skip
+        answer = await client.post(
+            "/events/email/postmark", content=orjson.dumps(record), headers=ev.postmark_headers()
+        )
+        assert answer.json()["matched"] == 1
+    assert (await suppression(client, email))["reason"] == "hard_bounce"
+    [record] = (await get_reminder(client, "r:pm"))["send_records"]
+    assert record["delivery_status"] == "bounced"
+
+
+async def test_ses_complaint_through_sns_suppresses(client, publisher, clock, provider, sns_host):
+    """An SNS-signed SES complaint (SNS signature verified, topic allow-listed) suppresses
+    the address; the subscription handshake of the SES topic is confirmed."""
+    clock.set(datetime.now(UTC))
+    confirm = sns_host.confirmation(at=clock.now)
+    answer = await client.post("/events/email/ses", content=body(confirm))
+    assert answer.json() == {"control": "subscription confirmed"} and sns_host.confirmations
+    email = await sent_email(client, publisher, clock, provider, "r:ses", "0100018c-ses-1")
+    note = sns_host.notification(ev.ses_complaint("0100018c-ses-1", email), at=clock.now)
+    answer = await client.post("/events/email/ses", content=body(note))
+    assert answer.json() == {"received": 1, "new": 1, "matched": 1, "suppressed": 1}
+    assert (await suppression(client, email))["reason"] == "complaint"
+
+
+@pytest.mark.parametrize("provider_name", ["resend", "sendgrid", "postmark", "ses"])
+async def test_forged_events_are_refused_and_change_nothing(client, sns_host, clock, provider_name):
+    """Each provider's post signed with the wrong key (or wrong credentials): 401, nothing
+    recorded, nothing suppressed."""
+    email = "victim@example.com"
+    clock.set(datetime.now(UTC))
+    if provider_name == "resend":
+        forged = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
+        raw, headers = ev.resend_post(
+            ev.resend_event("email.complained", email_id="x", to=email), secret=forged
+        )
+    elif provider_name == "sendgrid":
+        other = ec.generate_private_key(ec.SECP256R1())
+        raw, headers = ev.sendgrid_post(
+            [ev.sendgrid_event("spamreport", message_id="x", email=email)], key=other
+        )
+    elif provider_name == "postmark":
+        raw = orjson.dumps(ev.postmark_bounce("x", email))
+        headers = ev.postmark_headers(password="guessed")
+    else:
+        note = sns_host.notification(ev.ses_complaint("x", email), at=clock.now)
+        note["Message"] = note["Message"].replace("abuse", "fraud")  # tampered after signing
+        raw, headers = body(note), {}
+    answer = await client.post(f"/events/email/{provider_name}", content=raw, headers=headers)
+    assert answer.status_code == 401
+    assert await suppression(client, email) is None
+    page = (await client.get("/v1/suppressions", headers=ADMIN)).json()
+    assert page["items"] == []
+
+
+async def test_malformed_and_unconfigured(client, container):
+    """An authentic body that is not the documented shape: 400; a provider without a
+    credential configured: 404."""
+    raw_object = b'{"not": "an array"}'
+    stamp = str(int(time.time()))
+    signature = ev.sendgrid_key().sign(stamp.encode() + raw_object, ec.ECDSA(hashes.SHA256()))
+    headers = {
+        "X-Twilio-Email-Event-Webhook-Signature": base64.b64encode(signature).decode(),
+        "X-Twilio-Email-Event-Webhook-Timestamp": stamp,
+    }
+    answer = await client.post("/events/email/sendgrid", content=raw_object, headers=headers)
+    assert answer.status_code == 400 and answer.json()["error"] == "malformed_event"
+    container.event_sources = {}
+    assert (await client.post("/events/email/resend", content=b"{}")).status_code == 404
