@@ -7,13 +7,15 @@ from datetime import timedelta
 from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.settings.channels import split_csv
 
 
 class DeliverabilitySettings(BaseSettings):
     """Which provider event routes are open, with what credential; when soft bounces count."""
+
+    model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
 
     # POST /events/email/<provider> answers 404 until its credential is set.
     resend_webhook_secret: SecretStr = SecretStr("")  # whsec_… from Resend's webhook page
