@@ -11,6 +11,7 @@ from app.domain.suppression import Suppression
 
 from . import suppressions_repo
 from .engine import autocommit
+from .ledger.core import connection_failures_as_unavailable
 
 
 class DbSuppressionList(SuppressionList):
@@ -22,10 +23,12 @@ class DbSuppressionList(SuppressionList):
 
     async def reason_for(self, email: str) -> str | None:
         """Why a normalized address is suppressed, or None."""
-        async with self.autocommit.connect() as conn:
+        # An unreachable database is LedgerUnavailable, as for the ledger's own reads: the
+        # delivery is answered "retry", never 500.
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             return await suppressions_repo.reason_for(conn, email)
 
     async def suppress(self, entry: Suppression, *, now: datetime) -> bool:
         """Add (or strengthen) one suppression in its own transaction."""
-        async with self.engine.begin() as conn:
+        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
             return await suppressions_repo.add_suppression(conn, entry, now=now)

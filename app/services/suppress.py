@@ -3,12 +3,16 @@ the address our own SMTP server refused at ``RCPT TO``."""
 
 from __future__ import annotations
 
+import logging
+
 from app.adapters.channels.smtp import RECIPIENT_REFUSED
-from app.domain.errors import ProviderError
+from app.domain.errors import LedgerUnavailable, ProviderError
 from app.domain.messages import CustomerView
 from app.domain.suppression import Suppression, SuppressionReason, try_normalize
 
 from .receive_model import Receiver
+
+log = logging.getLogger("reminders.receiver")
 
 
 async def address_suppressed(receiver: Receiver, channel: str, customer: CustomerView) -> bool:
@@ -29,4 +33,9 @@ async def suppress_refused_recipient(
     entry = Suppression(
         email, SuppressionReason.SMTP_REJECTED, source="smtp", detail=str(error)[:500]
     )
-    await receiver.suppressions.suppress(entry, now=receiver.clock())
+    try:
+        await receiver.suppressions.suppress(entry, now=receiver.clock())
+    except LedgerUnavailable:
+        # The send is already final; the next send to the address is refused again at
+        # RCPT and suppresses it then.
+        log.warning("could not suppress a refused recipient: the database is unavailable")
