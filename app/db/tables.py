@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     ForeignKey,
     Index,
     Integer,
@@ -133,6 +134,38 @@ class SendRecord(Base):
     updated_at: Mapped[datetime]
 
 
+class SendAttempt(Base):
+    """Append-only: one row per claim of a send record, its outcome written once at the end
+    (``attempts_repo``). The ledger row keeps only the latest state; these rows keep who
+    tried, when, under which lease, and whether the provider was called."""
+
+    __tablename__ = "send_attempts"
+    __table_args__ = (
+        UniqueConstraint("send_record_id", "attempt"),
+        Index("ix_send_attempts_claimed_at", "claimed_at"),  # the audit's recent window
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    send_record_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("send_records.id", ondelete="CASCADE")
+    )
+    reminder_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    channel: Mapped[str] = mapped_column(String(32))
+    provider: Mapped[str] = mapped_column(String(64))
+    # The send record's attempt_count this claim set: the attempt's fencing token.
+    attempt: Mapped[int] = mapped_column(Integer)
+    claimed_by: Mapped[str] = mapped_column(String(200))  # host:pid of the receiver
+    claimed_at: Mapped[datetime]
+    lease_until: Mapped[datetime | None]
+    # The provider takes an idempotency key and drops a repeat (a second call is harmless).
+    provider_deduplicates: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Written once, when the attempt ends; NULL while it runs or when it never ended.
+    provider_called: Mapped[bool | None] = mapped_column(Boolean)
+    outcome: Mapped[str | None] = mapped_column(String(40))
+    error_class: Mapped[str | None] = mapped_column(String(64))
+    finished_at: Mapped[datetime | None]
+
+
 class DeadLetter(Base):
     """The recovery set: exhausted sends and authentic-but-unusable messages."""
 
@@ -190,4 +223,5 @@ customers = cast(Table, Customer.__table__)
 reminders = cast(Table, Reminder.__table__)
 send_records = cast(Table, SendRecord.__table__)
 dead_letters = cast(Table, DeadLetter.__table__)
+send_attempts = cast(Table, SendAttempt.__table__)
 import_progress = cast(Table, ImportProgress.__table__)

@@ -16,6 +16,13 @@ from .retry import BackoffPolicy, RandomSource
 from .states import ErrorClass, Outcome, ReminderState, SendState
 
 MAX_ERROR_LENGTH = 500
+# The detail class of a provider call cut off after its request left (a timeout, a dropped
+# connection, a lease that ended mid-call): the provider may have accepted it.
+UNKNOWN_OUTCOME = "unknown_outcome"
+# Each such attempt may have sent the message, so they are capped (the send is dead-lettered
+# at the second) and spaced: a hanging endpoint got 139 POSTs for 20 reminders before.
+MAX_UNKNOWN_OUTCOMES = 2
+UNKNOWN_OUTCOME_SPACING = timedelta(minutes=5)
 # send_records.provider_request_id is VARCHAR(255).
 MAX_REQUEST_ID_LENGTH = 255
 
@@ -160,16 +167,20 @@ def plan_failure(
     policy: BackoffPolicy,
     rand: RandomSource,
     now: datetime,
+    unknown_outcomes: int = 0,
 ) -> FailurePlan:
-    """Classify a failed attempt into terminal, dead or a retry at a jittered time."""
+    """Classify a failed attempt into terminal, dead or a retry at a jittered time.
+    ``unknown_outcomes``: this send's attempts, this one included, whose outcome is unknown."""
     if error_class == ErrorClass.PERMANENT:
         return FailurePlan(SendState.TERMINAL_FAILURE, Outcome.TERMINAL)
-    if attempts_in_budget >= max_attempts:
+    if attempts_in_budget >= max_attempts or unknown_outcomes >= MAX_UNKNOWN_OUTCOMES:
         return FailurePlan(SendState.DEAD, Outcome.DEAD_LETTERED)
     if error_class == ErrorClass.RATE_LIMITED:
         delay = policy.rate_limited_delay(attempts_in_budget, provider_retry_after, rand)
     else:
         delay = policy.delay(attempts_in_budget, rand)
+    if unknown_outcomes:
+        delay = max(delay, UNKNOWN_OUTCOME_SPACING.total_seconds())
     retry_at = now + timedelta(seconds=delay)
     return FailurePlan(SendState.PENDING, Outcome.RETRY, retry_at, seconds_until(retry_at, now))
 

@@ -211,6 +211,34 @@ class LedgerGateway(Protocol):
         """Keep an authentic but unusable delivery for operators (once per message id)."""
         ...
 
+    async def record_attempt(
+        self,
+        record: SendRecordView,
+        key: LedgerKey,
+        *,
+        claimed_by: str,
+        now: datetime,
+        provider_deduplicates: bool,
+    ) -> None:
+        """Append the attempt a claim just took to the send's history (``send_attempts``)."""
+        ...
+
+    async def record_outcome(
+        self,
+        record: SendRecordView,
+        *,
+        outcome: str,
+        provider_called: bool,
+        error_class: str | None,
+        now: datetime,
+    ) -> None:
+        """Write, once, how this attempt ended and whether the provider was called."""
+        ...
+
+    async def count_outcomes(self, record: SendRecordView, outcome: str) -> int:
+        """How many attempts of this send ended with ``outcome``."""
+        ...
+
 
 class SuppressionList(Protocol):
     """The addresses that receive no email; each call its own short unit of work."""

@@ -187,6 +187,7 @@ class InstrumentedProvider:
     def __init__(self, inner: ChannelProvider) -> None:
         self.inner = inner
         self.name = inner.name
+        self.deduplicates = bool(getattr(inner, "deduplicates", False))
         self._span_attributes = {"reminders.provider": inner.name}  # built once, not per send
 
     async def send(

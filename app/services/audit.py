@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db import audit_repo
+from app.db import attempts_repo, audit_repo
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,10 @@ INVARIANTS: dict[str, str] = {
     "dead_message_unrecorded": "every message in the queue's dead list has a final ledger "
     "row or a dead letter",
     "dead_letter_mismatch": "open dead letters and 'dead' send records match one to one",
+    "provider_called_twice": "no send's provider, without an idempotency key of its own, was "
+    "called by two attempts that may each have been accepted (sent or unknown outcome)",
+    "reclaimed_without_outcome": "no attempt took over a send whose earlier attempt never "
+    "recorded an outcome (its worker stalled or died, perhaps after calling the provider)",
 }
 
 
@@ -91,6 +95,12 @@ async def run_audit(
         ),
         "dead_message_unrecorded": lambda: audit_repo.dead_messages_unrecorded(conn, limit=n),
         "dead_letter_mismatch": lambda: audit_repo.dead_letters_inconsistent(conn, limit=n),
+        "provider_called_twice": lambda: attempts_repo.calls_maybe_accepted_twice(
+            conn, since=now - limits.sent_window, limit=n
+        ),
+        "reclaimed_without_outcome": lambda: attempts_repo.reclaims_without_outcome(
+            conn, since=now - limits.sent_window, limit=n
+        ),
     }
     return AuditReport(now, {name: await check() for name, check in checks.items()})
 

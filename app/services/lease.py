@@ -3,7 +3,8 @@
 While a provider call runs, the lease is renewed every third of its length, so a slow but
 live send keeps the row (another worker's claim stays refused). When a renewal is refused
 (the lease had ended: the process stalled past it, and another worker may hold the row),
-or the send returns after the last renewed lease, that is logged and counted
+the send is cancelled (``LeaseEnded``: its outcome is unknown if the request had left); when
+the send returns after the last renewed lease, that is logged and counted
 (``reminders_leases_outlived``); the fenced finalize then decides: refused (``LeaseLost``)
 when another worker took the row, accepted when nobody did.
 """
@@ -28,6 +29,10 @@ log = logging.getLogger("reminders.receiver")
 T = TypeVar("T")
 
 
+class LeaseEnded(Exception):
+    """The lease ended (or is about to) before or during the provider call."""
+
+
 @dataclass(slots=True)
 class LeaseKeeper:
     """Renews one claim's lease while its send runs."""
@@ -41,6 +46,8 @@ class LeaseKeeper:
     lease_until: datetime
     reported: bool = False
     renewing: bool = False  # a renewal statement is in flight
+    refused: bool = False  # a renewal was refused: the lease is over
+    _sending: asyncio.Task[object] | None = None
 
     @property
     def renewed_record(self) -> SendRecordView:
@@ -48,10 +55,17 @@ class LeaseKeeper:
         return dataclasses.replace(self.record, lease_until=self.lease_until)
 
     async def run(self, send: Callable[[], Awaitable[T]]) -> T:
-        """Await ``send`` with the lease renewed meanwhile; report a lease outlived."""
+        """Await ``send`` with the lease renewed meanwhile; report a lease outlived. A
+        renewal refused (another worker may hold the row now) cancels the send: LeaseEnded."""
+        self._sending = asyncio.current_task()
         renewer = asyncio.create_task(self._renew())
         try:
             result = await send()
+        except asyncio.CancelledError:
+            if not self.refused or self._sending is None:
+                raise
+            self._sending.uncancel()  # our own cancellation, told as what it means
+            raise LeaseEnded() from None
         finally:
             renewer.cancel()
             # Only a renewal statement in flight is waited for, so the finalize never races
@@ -80,6 +94,9 @@ class LeaseKeeper:
                 self.renewing = False
             if not renewed:
                 self._outlived("renewal_refused")
+                self.refused = True
+                if self._sending is not None:
+                    self._sending.cancel()
                 return
             self.lease_until = now + self.lease
 

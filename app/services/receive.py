@@ -8,40 +8,28 @@ The parts and the answer are in ``receive_model``, the finalizes in ``receive_fi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 
 from app.domain.errors import (
-    LeaseLost,
     LedgerUnavailable,
     MalformedDelivery,
-    ProviderError,
-    TransientProviderError,
 )
 from app.domain.ledger import (
-    Decision,
     LedgerKey,
     SendRecordView,
     answer_unclaimed,
-    reason_not_to_send,
     truncate_error,
 )
 from app.domain.messages import (
-    CustomerView,
     Delivery,
     DeliveryPayload,
-    ReminderView,
-    SendResult,
     parse_delivery_payload,
 )
-from app.domain.ports import ChannelProvider
 from app.domain.states import Outcome
-from app.domain.suppression import ADDRESS_SUPPRESSED
 from app.observability.tracing import set_span_attribute, span, tracing_enabled
 
-from .lease import LeaseKeeper
-from .receive_finalize import finalize_failure, finalize_sent, finalize_without_send, lease_lost
+from .attempt import ClaimedSend
 from .receive_model import (
     Answer,
     DeliveryPolicy,
@@ -51,7 +39,6 @@ from .receive_model import (
     dead_letter,
     duplicate_of_sent,
 )
-from .suppress import address_suppressed, suppress_refused_recipient
 
 __all__ = ["Answer", "DeliveryPolicy", "Receiver", "SentKeys", "quarantine", "receive_delivery"]
 
@@ -111,9 +98,8 @@ async def _receive(receiver: Receiver, delivery: Delivery, payload: DeliveryPayl
     if not claim.claimed:
         return await _answer_unclaimed(receiver, delivery, key, now, claim.record)
     assert claim.record is not None and claim.context is not None, "a claim reads its reminder"
-    return await receiver.run_claim(
-        _process_claim(receiver, delivery, payload, key, claim.record, claim.context, provider)
-    )
+    work = ClaimedSend(receiver, delivery, payload, key, claim.record, provider)
+    return await receiver.run_claim(work.run(claim.context))
 
 
 async def _answer_unclaimed(
@@ -128,84 +114,6 @@ async def _answer_unclaimed(
             receiver, delivery, reason="unknown_reminder", error=f"no reminder {key.reminder_id!r}"
         )
     return answer_for(answer_unclaimed(existing, now), key, existing, claimed=False)
-
-
-async def _process_claim(
-    receiver: Receiver,
-    delivery: Delivery,
-    payload: DeliveryPayload,
-    key: LedgerKey,
-    record: SendRecordView,
-    context: tuple[ReminderView, CustomerView],
-    provider: ChannelProvider,
-) -> Answer:
-    reminder, customer = context
-    if payload.schedule_version != reminder.schedule_version:
-        # The reminder was rescheduled: the current version's message will come. Give the
-        # claim back without spending an attempt.
-        await receiver.ledger.release_claim(record, now=receiver.clock())
-        return answer_for(Decision(Outcome.STALE), key, record, claimed=True)
-    reason = reason_not_to_send(
-        reminder,
-        customer,
-        channel=payload.channel,
-        now=receiver.clock(),
-        grace=receiver.policy.usefulness_grace,
-    )
-    try:
-        if reason is not None:
-            return await finalize_without_send(receiver, key, record, reminder, reason)
-        if await address_suppressed(receiver, payload.channel, customer):
-            return await finalize_without_send(
-                receiver, key, record, reminder, Outcome.SUPPRESSED, ADDRESS_SUPPRESSED
-            )
-        keeper = _lease_keeper(receiver, key, record)
-        try:
-            result = await _render_and_send(receiver, key, reminder, customer, provider, keeper)
-        except ProviderError as error:
-            record = keeper.renewed_record
-            answer = await finalize_failure(receiver, delivery, key, record, reminder, error)
-            await suppress_refused_recipient(receiver, customer, error)
-            return answer
-        return await finalize_sent(receiver, key, keeper.renewed_record, reminder, result)
-    except LeaseLost:
-        return lease_lost(receiver, key, record)
-
-
-async def _render_and_send(
-    receiver: Receiver,
-    key: LedgerKey,
-    reminder: ReminderView,
-    customer: CustomerView,
-    provider: ChannelProvider,
-    keeper: LeaseKeeper,
-) -> SendResult:
-    message = receiver.renderer.render(reminder, customer, key.channel)
-    timeout = receiver.policy.provider_timeout_seconds
-    try:
-        # The provider honours the timeout itself; this outer bound only guards against a
-        # provider that does not, so a lease can never expire under a live worker.
-        async with asyncio.timeout(timeout + 1):
-            return await keeper.run(
-                lambda: provider.send(message, idempotency_key=key.idempotency_key, timeout=timeout)
-            )
-    except ProviderError:
-        raise
-    except TimeoutError as error:
-        raise TransientProviderError("provider timed out", detail_class="timeout") from error
-    except Exception as error:  # a provider bug must not lose the message: retry, then DLQ
-        log.exception("provider %s raised an unclassified error", provider.name)
-        raise TransientProviderError(
-            f"unclassified provider error: {type(error).__name__}", detail_class="unclassified"
-        ) from error
-
-
-def _lease_keeper(receiver: Receiver, key: LedgerKey, record: SendRecordView) -> LeaseKeeper:
-    lease_until = record.lease_until or receiver.clock() + receiver.policy.lease
-    return LeaseKeeper(
-        receiver.ledger, receiver.clock, receiver.sleep, receiver.policy.lease, key, record,
-        lease_until,
-    )  # fmt: skip
 
 
 async def quarantine(receiver: Receiver, delivery: Delivery, *, reason: str, error: str) -> Answer:

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.domain.errors import ProviderError, WebhookGone
 from app.domain.ledger import (
+    UNKNOWN_OUTCOME,
     DeadLetterEntry,
     Decision,
     LedgerKey,
@@ -81,9 +82,13 @@ async def finalize_failure(
     error: ProviderError,
 ) -> Answer:
     """The provider refused or failed: retry later, give up, or dead-letter the send."""
+    unknown = 0
+    if error.detail_class == UNKNOWN_OUTCOME:  # this one, and those before it
+        unknown = 1 + await receiver.ledger.count_outcomes(record, UNKNOWN_OUTCOME)
     now = receiver.clock()
     plan = plan_failure(
         error.error_class,
+        unknown_outcomes=unknown,
         provider_retry_after=getattr(error, "retry_after", None),
         attempts_in_budget=record.attempts_in_budget,
         max_attempts=receiver.policy.max_attempts,

@@ -30,6 +30,8 @@ class EmailApiProvider:
     """Sends rendered emails with one JSON POST per message."""
 
     name = "email_api"
+    # A repeat with the same idempotency key is dropped by the provider (send_attempts).
+    deduplicates = True
 
     def __init__(self, http: SharedHttp, *, base_url: str, api_key: SecretStr, sender: str) -> None:
         self.http = http

@@ -34,6 +34,8 @@ class OutboxProvider:
     """Writes messages under ``directory/<channel>/``; each write is temp file + rename."""
 
     name = "outbox"
+    # A repeat with the same idempotency key is dropped by the provider (send_attempts).
+    deduplicates = True
 
     def __init__(
         self, directory: Path, *, fsync: bool = True, sender: str = "reminders@localhost"

@@ -20,7 +20,7 @@ from app.domain.messages import ReminderView
 from app.domain.ports import LedgerGateway
 from app.domain.states import FINAL_SEND_STATES, SendState
 
-from .. import customers_repo, dead_letters_repo
+from .. import attempts_repo, customers_repo, dead_letters_repo
 from ..engine import autocommit
 from ..failures import is_unavailable
 from . import repo
@@ -108,6 +108,43 @@ class CoreLedger(LedgerGateway):
             await repo.settle_reminder(
                 conn, reminder.id, channel_count=len(reminder.channels), now=now
             )
+
+    async def record_attempt(
+        self,
+        record: SendRecordView,
+        key: LedgerKey,
+        *,
+        claimed_by: str,
+        now: datetime,
+        provider_deduplicates: bool,
+    ) -> None:
+        """Append the attempt a claim just took (``attempts_repo.record_attempt``)."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            await attempts_repo.record_attempt(
+                conn, record, key, claimed_by=claimed_by, claimed_at=now,
+                provider_deduplicates=provider_deduplicates,
+            )  # fmt: skip
+
+    async def record_outcome(
+        self,
+        record: SendRecordView,
+        *,
+        outcome: str,
+        provider_called: bool,
+        error_class: str | None,
+        now: datetime,
+    ) -> None:
+        """Write how the attempt ended, once (``attempts_repo.record_outcome``)."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            await attempts_repo.record_outcome(
+                conn, record, outcome=outcome, provider_called=provider_called,
+                error_class=error_class, finished_at=now,
+            )  # fmt: skip
+
+    async def count_outcomes(self, record: SendRecordView, outcome: str) -> int:
+        """How many attempts of this send ended with ``outcome``."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            return await attempts_repo.count_outcomes(conn, record.id, outcome)
 
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
         """Keep an authentic but unusable delivery for operators (one statement)."""

@@ -38,6 +38,8 @@ from .postgres_sql import (
     CLAIM_OR_READ,
     FINALIZE_COLUMNS,
     GET_RECORD,
+    RECORD_ATTEMPTS,
+    RECORD_OUTCOMES,
     RELEASE,
     SETTLE,
     finalize_statement,
@@ -84,6 +86,14 @@ class PgLedger(CoreLedger):
             self._claim_batch, key=lambda item: item.key, max_in_flight=self._in_flight
         )
         self._finalizes: dict[tuple[str, ...], GroupCommit[_Finalize, tuple[int, bool]]] = {}
+        # The attempts' history, in shared statements too: written on its own pool it set
+        # every delivery apart from its neighbours and their finalizes stopped sharing.
+        self._attempts = GroupCommit(
+            self._many(RECORD_ATTEMPTS), key=lambda row: row, max_in_flight=self._in_flight
+        )
+        self._outcomes = GroupCommit(
+            self._many(RECORD_OUTCOMES), key=lambda row: row[:2], max_in_flight=self._in_flight
+        )
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -100,7 +110,12 @@ class PgLedger(CoreLedger):
 
     async def close(self) -> None:
         """Close the raw connections; like a disposed engine, the ledger stays usable."""
-        groups: list[GroupCommit[Any, Any]] = [self._claims, *self._finalizes.values()]
+        groups: list[GroupCommit[Any, Any]] = [
+            self._claims,
+            self._attempts,
+            self._outcomes,
+            *self._finalizes.values(),
+        ]
         for group in groups:
             await group.drain()  # statements under way end first, their callers answered
         pool, self._pool = self._pool, None
@@ -144,6 +159,44 @@ class PgLedger(CoreLedger):
             return await _one_by_one(self._claim_batch, items)
         by_position = {row["n"]: row for row in rows}
         return [by_position.get(position) for position in range(1, len(items) + 1)]
+
+    async def record_attempt(
+        self,
+        record: SendRecordView,
+        key: LedgerKey,
+        *,
+        claimed_by: str,
+        now: datetime,
+        provider_deduplicates: bool,
+    ) -> None:
+        """``CoreLedger.record_attempt`` in a statement shared with concurrent deliveries."""
+        await self._attempts.submit(
+            (record.id, key.reminder_id, key.channel, key.provider, record.attempt_count,
+             claimed_by[:200], now, record.lease_until, provider_deduplicates)
+        )  # fmt: skip
+
+    async def record_outcome(
+        self,
+        record: SendRecordView,
+        *,
+        outcome: str,
+        provider_called: bool,
+        error_class: str | None,
+        now: datetime,
+    ) -> None:
+        """``CoreLedger.record_outcome`` in a statement shared with concurrent deliveries."""
+        await self._outcomes.submit(
+            (record.id, record.attempt_count, outcome[:40], provider_called,
+             error_class[:64] if error_class else None, now)
+        )  # fmt: skip
+
+    def _many(self, sql: str) -> Any:
+        # A statement over arrays, one per column of the items (tuples); no result per item.
+        async def run(items: Sequence[tuple[Any, ...]]) -> list[None]:
+            await self._fetch(sql, *(list(column) for column in zip(*items, strict=True)))
+            return [None] * len(items)
+
+        return run
 
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
         """The ledger row for a key, if any."""

@@ -137,3 +137,22 @@ WITH finalized AS (
 )
 SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done)
 """
+
+
+# The attempts' history (``attempts_repo``), many rows per statement (group commit).
+# Parameters: one array per column, in the order below.
+RECORD_ATTEMPTS = """
+INSERT INTO send_attempts (send_record_id, reminder_id, channel, provider, attempt,
+                           claimed_by, claimed_at, lease_until, provider_deduplicates)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
+                     $7::timestamptz[], $8::timestamptz[], $9::bool[])
+ON CONFLICT (send_record_id, attempt) DO NOTHING
+"""
+# Written once: an attempt that has an outcome keeps it (``attempts_repo.record_outcome``).
+RECORD_OUTCOMES = """
+UPDATE send_attempts a SET outcome = i.outcome, provider_called = i.called,
+       error_class = i.error_class, finished_at = i.finished_at
+FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bool[], $5::text[], $6::timestamptz[])
+     AS i(id, attempt, outcome, called, error_class, finished_at)
+WHERE a.send_record_id = i.id AND a.attempt = i.attempt AND a.outcome IS NULL
+"""

@@ -1,0 +1,148 @@
+"""The attempts of sends (``send_attempts``): append-only, one row per claim.
+
+How to use it (the receiver does, through the ledger gateway; the audit and the admin page
+read it):
+
+- ``record_attempt`` right after a claim succeeded: who claimed, when, the lease, and
+  whether the provider deduplicates repeats (takes an idempotency key). One row per
+  (send record, attempt number); a second call for the same attempt changes nothing.
+- ``record_outcome`` once the attempt ended (after its finalize, or when it was refused
+  before the provider call): whether the provider was called, the outcome (``sent``, a
+  failure's error class such as ``unknown_outcome``, ``stale``, ``lease_expired``, ...).
+  Written once: a row that has an outcome keeps it.
+- ``list_attempts`` / ``list_attempts_of_reminder``: a send's history, oldest first.
+- ``calls_maybe_accepted_twice`` and ``reclaims_without_outcome``: the audit's two checks.
+
+Nothing here commits: the caller owns the transaction. Rows go with their send record
+(``ON DELETE CASCADE``: retention deletes both).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, exists, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.domain.ledger import LedgerKey, SendRecordView
+
+from .tables import send_attempts
+
+sa_ = send_attempts
+
+# Outcomes after which the provider may hold the message: it accepted, or the answer was
+# lost after the request left (``unknown_outcome``).
+MAYBE_ACCEPTED = ("sent", "unknown_outcome")
+
+
+async def record_attempt(
+    conn: AsyncConnection,
+    record: SendRecordView,
+    key: LedgerKey,
+    *,
+    claimed_by: str,
+    claimed_at: datetime,
+    provider_deduplicates: bool,
+) -> None:
+    """Append the row of the attempt a claim just took (``record.attempt_count``)."""
+    await conn.execute(
+        insert(sa_).values(
+            send_record_id=record.id, reminder_id=key.reminder_id, channel=key.channel,
+            provider=key.provider, attempt=record.attempt_count, claimed_by=claimed_by[:200],
+            claimed_at=claimed_at, lease_until=record.lease_until,
+            provider_deduplicates=provider_deduplicates,
+        )
+    )  # fmt: skip
+
+
+async def record_outcome(
+    conn: AsyncConnection,
+    record: SendRecordView,
+    *,
+    outcome: str,
+    provider_called: bool,
+    error_class: str | None,
+    finished_at: datetime,
+) -> bool:
+    """Write how the attempt ended, once; False when it had no row or already an outcome."""
+    result = await conn.execute(
+        update(sa_)
+        .where(
+            sa_.c.send_record_id == record.id,
+            sa_.c.attempt == record.attempt_count,
+            sa_.c.outcome.is_(None),
+        )
+        .values(
+            outcome=outcome[:40], provider_called=provider_called,
+            error_class=error_class[:64] if error_class else None, finished_at=finished_at,
+        )
+    )  # fmt: skip
+    return result.rowcount == 1
+
+
+async def count_outcomes(conn: AsyncConnection, send_record_id: int, outcome: str) -> int:
+    """How many attempts of a send ended with ``outcome`` (e.g. ``unknown_outcome``)."""
+    statement = select(func.count()).where(
+        sa_.c.send_record_id == send_record_id, sa_.c.outcome == outcome
+    )
+    return int((await conn.execute(statement)).scalar_one())
+
+
+async def list_attempts(conn: AsyncConnection, send_record_id: int) -> list[dict[str, Any]]:
+    """Every attempt of one send record, oldest first."""
+    statement = select(sa_).where(sa_.c.send_record_id == send_record_id).order_by(sa_.c.attempt)
+    return [dict(row._mapping) for row in await conn.execute(statement)]
+
+
+async def list_attempts_of_reminder(
+    conn: AsyncConnection, reminder_id: str
+) -> list[dict[str, Any]]:
+    """Every attempt of every send of a reminder, by channel then attempt."""
+    statement = (
+        select(sa_)
+        .where(sa_.c.reminder_id == reminder_id)
+        .order_by(sa_.c.channel, sa_.c.provider, sa_.c.attempt)
+    )
+    return [dict(row._mapping) for row in await conn.execute(statement)]
+
+
+async def calls_maybe_accepted_twice(
+    conn: AsyncConnection, *, since: datetime, limit: int
+) -> list[str]:
+    """(reminder, channel, provider) whose provider, with no idempotency key of its own, was
+    called by two or more attempts that may each have been accepted (``MAYBE_ACCEPTED``),
+    among attempts claimed since ``since``: a message the customer may have got twice."""
+    maybe = and_(
+        sa_.c.provider_called.is_(True),
+        sa_.c.outcome.in_(MAYBE_ACCEPTED),
+        sa_.c.provider_deduplicates.is_(False),
+        sa_.c.claimed_at >= since,
+    )
+    statement = (
+        select(sa_.c.reminder_id, sa_.c.channel, sa_.c.provider)
+        .where(maybe)
+        .group_by(sa_.c.send_record_id, sa_.c.reminder_id, sa_.c.channel, sa_.c.provider)
+        .having(func.count() > 1)
+        .limit(limit)
+    )
+    return [":".join(row) for row in await conn.execute(statement)]
+
+
+async def reclaims_without_outcome(
+    conn: AsyncConnection, *, since: datetime, limit: int
+) -> list[str]:
+    """Attempts claimed since ``since`` that took over a send whose previous attempt never
+    recorded an outcome (its worker stalled or died; it may have called the provider)."""
+    earlier = sa_.alias("earlier")
+    unended = exists().where(
+        earlier.c.send_record_id == sa_.c.send_record_id,
+        earlier.c.attempt < sa_.c.attempt,
+        earlier.c.outcome.is_(None),
+    )
+    statement = (
+        select(sa_.c.reminder_id, sa_.c.channel, sa_.c.provider, sa_.c.attempt)
+        .where(sa_.c.claimed_at >= since, unended)
+        .limit(limit)
+    )
+    return [":".join(str(part) for part in row) for row in await conn.execute(statement)]
