@@ -6,7 +6,7 @@ whose provider may have accepted twice and for reclaims of attempts that never r
 outcome; the admin page shows it as a send's history.
 
 Revision ID: 0015_send_attempts
-Revises: 0014_listing
+Revises: 0016_deliverability
 Create Date: 2026-12-02 11:50:00
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015_send_attempts"
-down_revision: str | None = "0014_listing"
+down_revision: str | None = "0016_deliverability"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -100,6 +100,7 @@ async def test_push_answers_503_with_retry_after_while_the_database_is_unreachab
             response = await push(client, {"message_id": "m1", "payload": payload})
     finally:
         await container.aclose()
+        await asyncio.sleep(0.2)  # aiosqlite's thread of the failed connect ends first
     assert response.status_code == 503, response.text
     assert int(response.headers["Retry-After"]) >= 1
     assert response.json()["detail"] == "database_unavailable"
