@@ -38,6 +38,7 @@ pytest_plugins = [
     "tests.support.google_emulators",
     "tests.support.aws_fixtures",
     "tests.support.rabbit_fixtures",
+    "tests.support.sqs_fixtures",
 ]
 
 API_TOKEN = "test-api-token"

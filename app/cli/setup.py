@@ -24,7 +24,7 @@ from app.settings import Settings
 from app.settings.google import GOOGLE_KINDS
 
 console = Console()
-SETUP_KINDS = ("infrai", *GOOGLE_KINDS, "rabbitmq")
+SETUP_KINDS = ("infrai", *GOOGLE_KINDS, "rabbitmq", "sqs")
 
 
 def setup_command(
@@ -51,6 +51,8 @@ def setup_command(
             setup_infrai_command(dry_run=dry_run, pull=False)
         elif kind == "rabbitmq":
             _print(kind, _rabbitmq(settings))
+        elif kind == "sqs":
+            _print(kind, _sqs(settings))
         else:
             _print(kind, _google(kind, settings))
 
@@ -94,6 +96,32 @@ def _rabbitmq(settings: Settings) -> list[Any]:
         console.print(f"[red]rabbitmq setup failed: {error}[/red]")
         raise typer.Exit(1) from None
     return list(declared)
+
+
+def _sqs(settings: Settings) -> list[Any]:
+    # aiobotocore comes from the [aws] extra, which the settings required already.
+    from app.adapters.queues.sqs import sqs_client
+    from app.adapters.queues.sqs.setup import create_queues
+    from app.domain.errors import ReminderRelayError
+
+    queues = sorted(q for q, kind in settings.queue_kinds.items() if kind == "sqs")
+
+    async def work() -> list[Any]:
+        client = sqs_client(settings)
+        try:
+            return list(
+                await create_queues(
+                    client, queues, max_receive_count=settings.sqs.max_receive_count
+                )
+            )
+        finally:
+            await client.aclose()
+
+    try:
+        return asyncio.run(work())
+    except ReminderRelayError as error:
+        console.print(f"[red]sqs setup failed: {error}[/red]")
+        raise typer.Exit(1) from None
 
 
 def _print(kind: str, actions: Sequence[Any]) -> None:

@@ -26,11 +26,12 @@ from app.settings.infrai import InfraiSettings, check_infrai_settings
 from app.settings.problems import MissingSecrets, gather
 from app.settings.rabbitmq import RabbitMQSettings
 from app.settings.secrets import DEV_PUSH_SECRET, SECRET_FIELDS, dev_token, is_placeholder
+from app.settings.sqs import SqsSettings, check_sqs_settings
 from app.settings.worker import WorkerSettings
 
 # Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
 QueueKind = Literal[
-    "memory", "embedded", "infrai", "cloudtasks", "pubsub", "sns", "qstash", "rabbitmq"
+    "memory", "embedded", "infrai", "cloudtasks", "pubsub", "sns", "qstash", "rabbitmq", "sqs"
 ]
 
 
@@ -59,6 +60,7 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     qstash: QStashSettings = Field(default_factory=QStashSettings)  # REMINDERS_QSTASH_*
     worker: WorkerSettings = Field(default_factory=WorkerSettings)  # REMINDERS_WORKER_*
     rabbitmq: RabbitMQSettings = Field(default_factory=RabbitMQSettings)  # REMINDERS_RABBITMQ_*
+    sqs: SqsSettings = Field(default_factory=SqsSettings)  # REMINDERS_SQS_*
     public_base_url: str = "http://127.0.0.1:8000"
 
     push_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -127,6 +129,9 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
                 self._check_queue_kinds,
                 self._check_queue_extras,
                 self._check_embedded_retries,
+                lambda: check_sqs_settings(
+                    self.queue_kinds_in_use, self.sqs, max_attempts=self.max_attempts
+                ),
                 self._check_embedded_push_timeout,
                 self._check_embedded_visibility,
                 self._check_tracing,

@@ -47,4 +47,5 @@ QUEUE_KIND_EXTRAS: dict[str, Extra] = {
     "pubsub": GCP,
     "sns": AWS,
     "rabbitmq": RABBITMQ,
+    "sqs": AWS,
 }

@@ -84,6 +84,10 @@ def test_the_cli_starts_without_extras(tmp_path):
             "REMINDERS_QUEUE=rabbitmq needs: pip install 'reminder-relay[rabbitmq]'",
         ),
         (
+            {"REMINDERS_QUEUE": "sqs"},
+            "REMINDERS_QUEUE=sqs needs: pip install 'reminder-relay[aws]'",
+        ),
+        (
             {"REMINDERS_OTEL_ENABLED": "true"},
             "REMINDERS_OTEL_ENABLED=true needs: pip install 'reminder-relay[otel]'",
         ),

@@ -27,9 +27,16 @@ def _rabbitmq(settings: Settings, http: SharedHttp | None) -> PullConsumer:
     return build_rabbitmq_consumer(settings)
 
 
+def _sqs(settings: Settings, http: SharedHttp | None) -> PullConsumer:
+    from .sqs import build_sqs_consumer
+
+    return build_sqs_consumer(settings)
+
+
 PULL_KINDS: dict[str, Callable[[Settings, SharedHttp | None], PullConsumer]] = {
     "infrai": _infrai,
     "rabbitmq": _rabbitmq,
+    "sqs": _sqs,
 }
 
 

@@ -105,6 +105,7 @@ QUEUE_KINDS: dict[str, QueueKind] = {
     "rabbitmq": QueueKind(
         lambda parts: _lazy(".rabbitmq", "build_rabbitmq_publisher")(parts.settings)
     ),
+    "sqs": QueueKind(lambda parts: _lazy(".sqs", "build_sqs_publisher")(parts.settings)),
 }
 
 
