@@ -40,6 +40,11 @@ class ChannelSettings(BaseSettings):
     smtp_ca_file: Path | None = None
     email_api_url: str = "https://api.resend.com"
     email_api_key: SecretStr = SecretStr("")
+    postmark_api_url: str = "https://api.postmarkapp.com"
+    postmark_server_token: SecretStr = SecretStr("")
+    postmark_message_stream: str = "outbound"
+    sendgrid_api_url: str = "https://api.sendgrid.com"
+    sendgrid_api_key: SecretStr = SecretStr("")
     webhook_signing_secret: SecretStr = SecretStr("")
     webhook_allowed_targets: Annotated[list[str], NoDecode] = Field(default_factory=list)
     http_max_connections: int = Field(default=100, ge=1)
@@ -56,8 +61,10 @@ class ChannelSettings(BaseSettings):
                 if not getattr(self, name).get_secret_value():
                     object.__setattr__(self, name, SecretStr(value))
         required = {
-            "unsubscribe_secret": self.email_provider in ("smtp", "email_api"),
+            "unsubscribe_secret": self.email_provider not in ("outbox",),
             "email_api_key": self.email_provider == "email_api",
+            "postmark_server_token": self.email_provider == "postmark",
+            "sendgrid_api_key": self.email_provider == "sendgrid",
             "webhook_signing_secret": self.webhook_provider == "webhook",
         }
         missing = [

@@ -4,6 +4,7 @@ to send records by message id, and feeding the suppression list."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 from datetime import UTC, datetime
 
@@ -14,13 +15,16 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import SecretStr
 
 from app.adapters.channels.http import SharedHttp
+from app.adapters.channels.postmark import PostmarkProvider
 from app.adapters.email_events.ses import SesEvents
 from app.adapters.push_formats.sns import CertificateStore, SnsPushFormat
 from app.domain.messages import SendResult
 from tests.conftest import make_settings
 from tests.support import email_events as ev
+from tests.support.channel_servers import serve
 from tests.support.dead_letters import ADMIN, publish_reminder
 from tests.support.flow import get_reminder, push_message, put_reminder, sweep
+from tests.support.native_email_apis import FakeNativeApi
 from tests.support.sns import TOPIC_ARN, SnsHost, body, client_ssl
 
 
@@ -213,3 +217,31 @@ async def test_malformed_and_unconfigured(client, container):
     assert answer.status_code == 400 and answer.json()["error"] == "malformed_event"
     container.event_sources = {}
     assert (await client.post("/events/email/resend", content=b"{}")).status_code == 404
+
+
+async def test_a_postmark_send_is_matched_by_the_message_id_postmark_gave(
+    client, container, publisher, clock
+):
+    """Sent through the Postmark provider (a loopback Postmark), the record stores
+    Postmark's MessageID, and Postmark's bounce for that id is matched to it."""
+    fake = FakeNativeApi("postmark", credential="server-token")
+    http = SharedHttp()
+    async with serve(fake.app()) as url:
+        postmark = PostmarkProvider(
+            http, server_token=SecretStr("server-token"), sender="r@example.com", base_url=url
+        )
+        container.receiver = dataclasses.replace(
+            container.receiver, providers={"email": postmark, "webhook": postmark}
+        )
+        message = await publish_reminder(client, publisher, clock, "r:native")
+        assert (await push_message(client, message)).json()["outcome"] == "sent"
+    await http.aclose()
+    [record] = (await get_reminder(client, "r:native"))["send_records"]
+    assert record["provider"] == "postmark" and record["provider_request_id"]
+    bounce = ev.postmark_bounce(record["provider_request_id"], "cust_r_native@example.com")
+    answer = await client.post(
+        "/events/email/postmark", content=orjson.dumps(bounce), headers=ev.postmark_headers()
+    )
+    assert answer.json()["matched"] == 1
+    [record] = (await get_reminder(client, "r:native"))["send_records"]
+    assert record["delivery_status"] == "bounced"

@@ -12,12 +12,17 @@ from app.settings import Settings
 from .email_api import EmailApiProvider
 from .http import SharedHttp
 from .outbox import OutboxProvider
+from .postmark import PostmarkProvider
+from .sendgrid import SendGridProvider
 from .smtp import SmtpProvider
 from .ssrf import TargetPolicy
 from .webhook import WebhookProvider
 
 # Which providers can serve which channel.
-PROVIDERS_BY_CHANNEL = {"email": ("outbox", "smtp", "email_api"), "webhook": ("outbox", "webhook")}
+PROVIDERS_BY_CHANNEL = {
+    "email": ("outbox", "smtp", "email_api", "postmark", "sendgrid"),
+    "webhook": ("outbox", "webhook"),
+}
 
 
 def build_providers(
@@ -35,6 +40,19 @@ def build_providers(
             base_url=settings.email_api_url,
             api_key=settings.email_api_key,
             sender=settings.email_from,
+        ),
+        "postmark": lambda: PostmarkProvider(
+            shared_http,
+            server_token=settings.postmark_server_token,
+            sender=settings.email_from,
+            base_url=settings.postmark_api_url,
+            message_stream=settings.postmark_message_stream,
+        ),
+        "sendgrid": lambda: SendGridProvider(
+            shared_http,
+            api_key=settings.sendgrid_api_key,
+            sender=settings.email_from,
+            base_url=settings.sendgrid_api_url,
         ),
         "webhook": lambda: _webhook(settings, shared_http),
     }
