@@ -8,6 +8,7 @@ unstructured headers (Subject, extras) must come back exactly as given.
 from __future__ import annotations
 
 import email
+from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 
@@ -20,6 +21,7 @@ from app.adapters.channels.mime import build_email
 from app.domain.messages import RenderedMessage
 from app.domain.unsubscribe import UnsubscribeLinks
 
+NOW = datetime(2026, 12, 2, 10, 30, tzinfo=UTC)
 SENDERS = [
     "reminders@relay.example",
     "Reminder Relay <reminders@relay.example>",
@@ -45,7 +47,7 @@ def seen_by_a_client(raw: bytes) -> dict:
     ]
     headers = {
         name: str(parsed[name])
-        for name in ("From", "To", "Subject", "Message-ID", "MIME-Version", *EXTRA)
+        for name in ("From", "To", "Subject", "Date", "Message-ID", "MIME-Version", *EXTRA)
         if parsed[name] is not None
     }
     return {"type": parsed.get_content_type(), "headers": headers, "parts": parts}
@@ -56,8 +58,8 @@ EXTRA = ("List-Unsubscribe", "List-Unsubscribe-Post", "X-Reminder")
 
 def both(message: RenderedMessage, sender: str, key: str = "r1:email:outbox") -> tuple:
     """The two serializations, as a client sees them."""
-    fast = email_bytes(message, idempotency_key=key, sender=sender)
-    reference = bytes(build_email(message, idempotency_key=key, sender=sender))
+    fast = email_bytes(message, idempotency_key=key, sender=sender, now=NOW)
+    reference = bytes(build_email(message, idempotency_key=key, sender=sender, now=NOW))
     return seen_by_a_client(fast), seen_by_a_client(reference)
 
 
@@ -104,11 +106,11 @@ def test_a_digest_with_unicode_and_a_long_line_round_trips():
 
 
 def test_the_same_key_gives_the_same_bytes():
-    """A resend writes byte-identical content (the boundary derives from the key)."""
+    """A resend at the same moment writes identical bytes (the boundary derives from the key)."""
     message = RenderedMessage("email", "a@example.com", subject="Hi", text="t", html="<p>h</p>")
-    first = email_bytes(message, idempotency_key="k", sender="r@relay.example")
-    assert first == email_bytes(message, idempotency_key="k", sender="r@relay.example")
-    assert first != email_bytes(message, idempotency_key="k2", sender="r@relay.example")
+    first = email_bytes(message, idempotency_key="k", sender="r@relay.example", now=NOW)
+    assert first == email_bytes(message, idempotency_key="k", sender="r@relay.example", now=NOW)
+    assert first != email_bytes(message, idempotency_key="k2", sender="r@relay.example", now=NOW)
 
 
 @pytest.mark.parametrize("field", ["subject", "recipient", "header"])
@@ -121,9 +123,9 @@ def test_a_line_break_in_a_header_is_refused_like_the_stdlib_does(field):
         values[field] = "a\nBcc: victim@example.com"
     message = RenderedMessage("email", text="t", **values)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        email_bytes(message, idempotency_key="k", sender="r@relay.example")
+        email_bytes(message, idempotency_key="k", sender="r@relay.example", now=NOW)
     with pytest.raises(ValueError):
-        bytes(build_email(message, idempotency_key="k", sender="r@relay.example"))
+        bytes(build_email(message, idempotency_key="k", sender="r@relay.example", now=NOW))
 
 
 # A realistic one-click link: 100 characters, longer than a 78-character header line.
@@ -142,8 +144,8 @@ def test_a_long_unsubscribe_url_is_written_plain_not_rfc2047_encoded():
     }
     message = RenderedMessage("email", "a@example.com", subject="s", text="t", headers=headers)
     for raw in (
-        email_bytes(message, idempotency_key="k", sender="r@relay.example"),
-        bytes(build_email(message, idempotency_key="k", sender="r@relay.example")),
+        email_bytes(message, idempotency_key="k", sender="r@relay.example", now=NOW),
+        bytes(build_email(message, idempotency_key="k", sender="r@relay.example", now=NOW)),
     ):
         assert f"\nList-Unsubscribe: <{UNSUBSCRIBE_URL}>\n".encode() in raw
         assert b"\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\n" in raw
@@ -160,5 +162,7 @@ def test_several_unsubscribe_urls_fold_between_items_only():
         f"\nList-Unsubscribe: <mailto:unsubscribe@relay.example?subject=stop>,\n"
         f" <{UNSUBSCRIBE_URL}>\n"
     ).encode()
-    assert expected in email_bytes(message, idempotency_key="k", sender="r@relay.example")
-    assert expected in bytes(build_email(message, idempotency_key="k", sender="r@relay.example"))
+    assert expected in email_bytes(message, idempotency_key="k", sender="r@relay.example", now=NOW)
+    assert expected in bytes(
+        build_email(message, idempotency_key="k", sender="r@relay.example", now=NOW)
+    )

@@ -4,16 +4,18 @@ Why: ``bytes(mime.build_email(...))`` costs ~1.5 ms of CPU per message on the 2-
 (every header is parsed into a header object and folded again by the email policy); it
 was the largest single cost of a delivery through the outbox (bench/push.py). Our emails
 have one shape — a text body and an optional HTML alternative — so this module writes
-that shape itself (~0.1 ms). It keeps ``build_email``'s headers (From, To, Subject, the
-stable Message-ID, the message's extra headers) and its body encoding rules (7bit, 8bit
-for short UTF-8 lines, quoted-printable for long lines); ``tests/unit/test_eml.py`` checks
-with hypothesis that both parse into the same message. The MIME boundary derives from the
-idempotency key, so a resend writes byte-identical content.
+that shape itself (~0.1 ms). It keeps ``build_email``'s headers (From, To, Subject, Date,
+the stable Message-ID, the message's extra headers) and its body encoding rule
+(``mime.transfer_encoding``: 7bit for short ASCII lines, else quoted-printable);
+``tests/unit/test_eml.py`` checks with hypothesis that both parse into the same message.
+The MIME boundary derives from the idempotency key, so a resend writes the same content
+(only ``Date`` says when).
 """
 
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from email import quoprimime
 from email.header import Header
 from email.utils import formataddr, parseaddr
@@ -21,17 +23,27 @@ from functools import lru_cache
 
 from app.domain.messages import RenderedMessage
 
-from .mime import MAX_LINE, fold_url_list, message_id_for, sender_domain
+from .mime import (
+    MAX_LINE,
+    fold_url_list,
+    mail_date,
+    message_id_for,
+    sender_domain,
+    transfer_encoding,
+)
 
 _sender_domain = lru_cache(maxsize=8)(sender_domain)  # parsed once per configured sender
 
 
-def email_bytes(message: RenderedMessage, *, idempotency_key: str, sender: str) -> bytes:
+def email_bytes(
+    message: RenderedMessage, *, idempotency_key: str, sender: str, now: datetime
+) -> bytes:
     """The message as ``mime.build_email`` would serialize it (same headers and parts)."""
     headers = [
         ("From", _address(sender)),
         ("To", _address(message.recipient)),
         ("Subject", _unstructured("Subject", message.subject)),
+        ("Date", mail_date(now)),
         ("Message-ID", message_id_for(idempotency_key, domain=_sender_domain(sender))),
         *((name, _unstructured(name, value)) for name, value in message.headers.items()),
         ("MIME-Version", "1.0"),
@@ -81,12 +93,9 @@ def _address(value: str) -> str:
 
 
 def _text_part(subtype: str, content: str) -> bytes:
-    lines = content.encode("utf-8").splitlines()
-    body = b"\n".join(lines) + b"\n"
-    if max((len(line) for line in lines), default=0) <= MAX_LINE:
-        encoding = "7bit" if body.isascii() else "8bit"
-    else:
-        encoding = "quoted-printable"
+    body = b"\n".join(content.encode("utf-8").splitlines()) + b"\n"
+    encoding = transfer_encoding(content)
+    if encoding == "quoted-printable":
         body = quoprimime.body_encode(body.decode("latin-1"), MAX_LINE).encode("ascii")
     return (
         f'Content-Type: text/{subtype}; charset="utf-8"\nContent-Transfer-Encoding: {encoding}\n\n'

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from email.message import EmailMessage
 from email.policy import EmailPolicy
-from email.utils import parseaddr
-from typing import Any
+from email.utils import format_datetime, parseaddr
+from typing import Any, Literal
 
 from app.domain.messages import RenderedMessage
 
@@ -79,16 +80,36 @@ def sender_domain(sender: str) -> str:
     return domain or DEFAULT_MESSAGE_ID_DOMAIN
 
 
-def build_email(message: RenderedMessage, *, idempotency_key: str, sender: str) -> EmailMessage:
+def mail_date(now: datetime) -> str:
+    """The RFC 5322 ``Date`` value of a moment (numeric zone, e.g. ``+0000``)."""
+    return format_datetime(now)
+
+
+def transfer_encoding(content: str) -> Literal["7bit", "quoted-printable"]:
+    """How a text part travels: 7bit when it is ASCII in short lines, else quoted-printable.
+
+    Why not 8bit for UTF-8: it is only allowed to servers that announce 8BITMIME, and a
+    message is sometimes relayed onward to one that does not; quoted-printable is 7-bit clean
+    everywhere and stays readable for mostly-Latin text.
+    """
+    lines = content.encode("utf-8").splitlines()
+    fits = max((len(line) for line in lines), default=0) <= MAX_LINE
+    return "7bit" if fits and content.isascii() else "quoted-printable"
+
+
+def build_email(
+    message: RenderedMessage, *, idempotency_key: str, sender: str, now: datetime
+) -> EmailMessage:
     """The RFC 5322 message for a rendered email; its Message-ID is stable per ledger key."""
     email = EmailMessage(policy=MAIL_POLICY)
     email["From"] = sender
     email["To"] = message.recipient
     email["Subject"] = message.subject
+    email["Date"] = mail_date(now)
     email["Message-ID"] = message_id_for(idempotency_key, domain=sender_domain(sender))
     for name, value in message.headers.items():
         email[name] = value
-    email.set_content(message.text)
+    email.set_content(message.text, cte=transfer_encoding(message.text))
     if message.html is not None:
-        email.add_alternative(message.html, subtype="html")
+        email.add_alternative(message.html, subtype="html", cte=transfer_encoding(message.html))
     return email

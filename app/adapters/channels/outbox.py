@@ -14,8 +14,11 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
+from app.domain.clock import utc_now
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
@@ -38,11 +41,17 @@ class OutboxProvider:
     deduplicates = True
 
     def __init__(
-        self, directory: Path, *, fsync: bool = True, sender: str = "reminders@localhost"
+        self,
+        directory: Path,
+        *,
+        fsync: bool = True,
+        sender: str = "reminders@localhost",
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.directory = directory
         self.fsync = fsync
         self.sender = sender
+        self.clock = clock  # the email's Date header
 
     async def send(
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
@@ -51,7 +60,9 @@ class OutboxProvider:
         if not message.recipient:
             raise PermanentProviderError("no recipient", detail_class="no_recipient")
         if message.channel == "email":
-            content = email_bytes(message, idempotency_key=idempotency_key, sender=self.sender)
+            content = email_bytes(
+                message, idempotency_key=idempotency_key, sender=self.sender, now=self.clock()
+            )
             suffix = ".eml"
         else:
             content = json.dumps(

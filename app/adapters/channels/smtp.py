@@ -24,6 +24,8 @@ import asyncio
 import contextlib
 import dataclasses
 import ssl
+from collections.abc import Callable
+from datetime import datetime
 from email.utils import parseaddr
 from typing import Literal
 
@@ -31,6 +33,7 @@ import aiosmtplib
 from pydantic import SecretStr
 
 from app.domain.addresses import UNSUPPORTED, SmtpAddress, smtp_address
+from app.domain.clock import utc_now
 from app.domain.errors import PermanentProviderError, ProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
@@ -59,6 +62,7 @@ class SmtpProvider:
         username: str | None = None,
         password: SecretStr | None = None,
         tls_context: ssl.SSLContext | None = None,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.host = host
         self.port = port
@@ -67,6 +71,7 @@ class SmtpProvider:
         self.username = username
         self._password = password
         self.tls_context = tls_context
+        self.clock = clock  # the email's Date header
 
     async def send(
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
@@ -142,7 +147,7 @@ class SmtpProvider:
     ) -> bytes:
         # Without SMTPUTF8 the To header carries the ASCII form (an encoded word is no address).
         shown = message if utf8 else dataclasses.replace(message, recipient=address.envelope)
-        raw = build_email(shown, idempotency_key=key, sender=self.sender)
+        raw = build_email(shown, idempotency_key=key, sender=self.sender, now=self.clock())
         return raw.as_bytes(policy=SMTPUTF8_POLICY if utf8 else SMTP_POLICY)
 
 
