@@ -13,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.channels.registry import build_providers
+from app.adapters.channels.ssrf import TargetCheck
+from app.adapters.channels.webhook import WebhookProvider
 from app.adapters.email_events.registry import build_event_sources
 from app.adapters.queues.registry import build_publisher, build_push_formats, close_publisher
 from app.adapters.rendering import Renderer
@@ -47,6 +49,9 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     http: SharedHttp | None = None  # the one pooled outbound HTTP client
     # Provider event webhooks by provider: the only names /events/email/{provider} serves.
     event_sources: Mapping[str, EmailEventSource] = field(default_factory=dict)
+    # The webhook provider's SSRF guard, asked at registration (None: no guard sends, e.g.
+    # the outbox writes webhooks to files, so every URL is deliverable).
+    webhook_targets: TargetCheck | None = None
     _exits: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
 
     def queue_for(self, channel: str) -> str:
@@ -99,13 +104,15 @@ def build_container(
     engine = create_engine(settings.database_url, pool_size=budget.engine)
     http = SharedHttp(max_connections=settings.http_max_connections)
     renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
+    providers = build_providers(settings, http=http)
+    webhook = providers.get("webhook")
     receiver = Receiver(
         ledger=ledger_for(
             engine,
             raw_connections=budget.raw_ledger,
             statements_in_flight=settings.database_group_statements,
         ),
-        providers=instrument_providers(build_providers(settings, http=http)),
+        providers=instrument_providers(providers),
         renderer=renderer,
         policy=_delivery_policy(settings),
         clock=clock,
@@ -131,6 +138,7 @@ def build_container(
         clock=clock,
         http=http,
         event_sources=build_event_sources(settings, http),
+        webhook_targets=webhook.target_check if isinstance(webhook, WebhookProvider) else None,
     )
     # Pushed first, so closed last: the engine outlives everything that may still use it.
     container.close_with(engine.dispose)

@@ -10,6 +10,7 @@ body is capped (413) before it is parsed.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
@@ -33,6 +34,7 @@ from .reminders import (
     customer_fields,
     reminder_values,
     reminder_warnings,
+    webhook_refusals,
 )
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
@@ -201,9 +203,29 @@ def _result_json(result: ItemResult, warnings: dict[str, list[dict[str, str]]]) 
     return body
 
 
+async def _refuse_unreachable_webhooks(
+    container: ContainerDep, valid: list[tuple[str, dict[str, Any]]], invalid: dict[int, ItemResult]
+) -> list[tuple[str, dict[str, Any]]]:
+    # Customers whose webhook_url the SSRF guard refuses become errors at their position
+    # (the valid items fill, in order, the positions that are not invalid).
+    refusals = await webhook_refusals(container, (v.get("webhook_url") for _, v in valid))
+    if not refusals:
+        return valid
+    positions = (index for index in itertools.count() if index not in invalid)
+    kept = []
+    for position, (item_id, values) in zip(positions, valid, strict=False):
+        if reason := refusals.get(values.get("webhook_url") or ""):
+            invalid[position] = ItemResult.refused(item_id, InvalidInput("webhook_url", reason))
+        else:
+            kept.append((item_id, values))
+    return kept
+
+
 async def _register(request: Request, container: ContainerDep, kind: str) -> Response:
     raw_items = await _read_items(request)
     valid, invalid = item_validator(container.renderer.knows_kind)(kind, raw_items)
+    if kind == "customer":  # before the transaction: the guard may resolve host names
+        valid = await _refuse_unreachable_webhooks(container, valid, invalid)
     now = container.clock()
     async with container.engine.begin() as conn:
         done = await registration.put_items(conn, kind, valid, now=now)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -107,6 +108,18 @@ def customer_fields(body: CustomerIn) -> dict[str, Any]:
     return body.model_dump(mode="json", exclude={"id"})
 
 
+async def webhook_refusals(container: Container, urls: Iterable[str | None]) -> dict[str, str]:
+    """Why the SSRF guard would refuse each of ``urls`` at send time, for those it would:
+    a webhook that can never be delivered is refused at registration, not days later.
+    (``TargetCheck`` says what DNS means here; each distinct URL is asked once.)"""
+    check = container.webhook_targets
+    distinct = sorted({url for url in urls if url})
+    if check is None or not distinct:
+        return {}
+    reasons = await asyncio.gather(*(check.refusal(url) for url in distinct))
+    return {url: reason for url, reason in zip(distinct, reasons, strict=True) if reason}
+
+
 def reminder_values(body: ReminderIn, knows_kind: Callable[[str], bool]) -> dict[str, Any]:
     """A validated reminder body as the registration service takes it, after the checks
     that need more than the body's own fields (``knows_kind``: the renderer's)."""
@@ -132,12 +145,18 @@ def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
 
 @router.put("/customers/{customer_id}", response_model=CustomerOut)
 async def put_customer(
-    customer_id: ResourceId, body: CustomerIn, conn: ConnectionDep, container: ContainerDep
+    customer_id: ResourceId, body: CustomerIn, container: ContainerDep
 ) -> dict[str, Any]:
-    """Create or replace a customer."""
+    """Create or replace a customer (422 for a webhook_url the SSRF guard refuses)."""
     change = CustomerChange(**customer_fields(body))
-    customer = await customers.put_customer(conn, customer_id, change, now=container.clock())
-    return _customer_out(customer)
+    # Checked before the transaction opens: the guard may resolve the host name.
+    if refusal := (await webhook_refusals(container, [change.webhook_url])).get(
+        change.webhook_url or ""
+    ):
+        raise InvalidInput("webhook_url", refusal)
+    async with container.engine.begin() as conn:
+        customer = await customers.put_customer(conn, customer_id, change, now=container.clock())
+        return _customer_out(customer)
 
 
 @router.get("/customers/{customer_id}", response_model=CustomerOut)

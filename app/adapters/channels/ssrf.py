@@ -165,3 +165,35 @@ async def _resolve(resolver: Resolver, host: str, port: int) -> list[IPAddress]:
             f"webhook host {host} has no address", detail_class="dns_error"
         )
     return addresses
+
+
+@dataclass(frozen=True, slots=True)
+class TargetCheck:
+    """The guard as registration asks it: would a send to this URL be refused?
+
+    The same ``vet_target`` a send runs, so registration and delivery cannot disagree. What
+    it does with DNS: a host name is resolved (bounded by ``timeout``) and refused when it
+    resolves to a non-public address that is not allowlisted; when DNS fails or is slow the
+    URL is accepted, because a name that does not resolve *yet* may resolve at send time,
+    where the guard runs again on every attempt.
+    """
+
+    policy: TargetPolicy
+    resolver: Resolver = system_resolver
+    timeout: float = 2.0
+
+    async def refusal(self, raw_url: str) -> str | None:
+        """Why sends to ``raw_url`` would be refused, or None when they may go out."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                await vet_target(raw_url, self.policy, self.resolver)
+        except (TransientProviderError, TimeoutError):
+            return None
+        except PermanentProviderError as refused:
+            allow = refused.detail_class == "ssrf_refused"
+            return (
+                f"{refused}; allow it with REMINDERS_WEBHOOK_ALLOWED_TARGETS"
+                if allow
+                else str(refused)
+            )
+        return None

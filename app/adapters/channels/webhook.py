@@ -25,7 +25,14 @@ from app.domain.errors import PermanentProviderError, TransientProviderError, We
 from app.domain.messages import RenderedMessage, SendResult
 
 from .http import HttpAnswer, SharedHttp, post_capped, raise_if_retryable
-from .ssrf import Resolver, TargetPolicy, VettedTarget, system_resolver, vet_target
+from .ssrf import (
+    Resolver,
+    TargetCheck,
+    TargetPolicy,
+    VettedTarget,
+    system_resolver,
+    vet_target,
+)
 
 
 class WebhookProvider:
@@ -49,6 +56,11 @@ class WebhookProvider:
         self.resolver = resolver
         self.clock = clock
         self.user_agent = user_agent
+
+    @property
+    def target_check(self) -> TargetCheck:
+        """The guard this provider sends through, for refusing targets at registration."""
+        return TargetCheck(self.policy, self.resolver)
 
     async def send(
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
