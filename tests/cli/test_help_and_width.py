@@ -8,22 +8,42 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from app.cli import ORDER, cli
+from app.cli import COMMANDS, ORDER, cli, load_command
 from app.cli.tables import Column, fitted_table
 
 REMINDERS = str(Path(sys.executable).parent / "reminders")
 
 
 def _every_command_path() -> list[list[str]]:
-    group = typer.main.get_command(cli)
     paths = []
-    for name, command in group.commands.items():  # type: ignore[attr-defined]
+    for name in ORDER:
         paths.append([name])
-        paths += [[name, sub] for sub in getattr(command, "commands", {})]
+        paths += [[name, sub] for sub in getattr(load_command(name), "commands", {})]
     return paths
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_the_listed_summary_is_the_commands_own(name):
+    """`reminders --help` lists each command with its help's first paragraph, unimported."""
+    command = load_command(name)
+    assert (command.help or "").split("\n\n")[0].replace("\n", " ") == COMMANDS[name].summary
+
+
+def test_help_imports_no_command_module():
+    """`reminders --help` stays fast: no command module, FastAPI or SQLAlchemy is imported."""
+    script = (
+        "import sys\n"
+        "from app.cli import main\n"
+        "sys.argv = ['reminders', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = ('fastapi', 'sqlalchemy', 'pydantic_settings', 'app.container', 'app.cli.server')\n"
+        "print('LOADED', [name for name in heavy if name in sys.modules])\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "LOADED []" in shown.stdout
 
 
 def test_top_level_help_lists_commands_in_newcomer_order_within_80_columns():
