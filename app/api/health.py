@@ -1,9 +1,12 @@
-"""``/healthz`` (process up, no I/O) and ``/readyz`` (database reachable, schema at head)."""
+"""``/healthz`` (process up, no I/O) and ``/readyz`` (database reachable, schema at head).
+
+Both answer ``HEAD`` too (the same status, no body): some load balancers probe with HEAD.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from app.db.readiness import inspect_database
 
@@ -17,6 +20,12 @@ router = APIRouter(tags=["health"])
 async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
+
+
+@router.head("/healthz", include_in_schema=False)
+async def healthz_head() -> Response:
+    """``/healthz`` for probes that send HEAD."""
+    return Response(status_code=200)
 
 
 @router.get(
@@ -39,3 +48,9 @@ async def readyz(container: ContainerDep) -> JSONResponse:
     if state.schema or state.head:
         body |= {"schema": list(state.schema), "head": list(state.head)}
     return JSONResponse(body, status_code=200 if state.ready else 503)
+
+
+@router.head("/readyz", include_in_schema=False)
+async def readyz_head(container: ContainerDep) -> Response:
+    """``/readyz`` for probes that send HEAD: its status, no body."""
+    return Response(status_code=(await readyz(container)).status_code)

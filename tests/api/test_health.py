@@ -68,3 +68,22 @@ async def test_a_silent_database_gives_503_within_the_timeout(container, setting
     assert "did not answer within 0.5 s" in response.json()["reason"]
     assert time.monotonic() - started < 5
     assert (await _get(stalled, "/healthz")).status_code == 200
+
+
+async def test_head_probes_get_the_same_status_without_a_body(client, container):
+    """HEAD /healthz and HEAD /readyz answer as GET does (200, then 503 when not ready)."""
+    for path in ("/healthz", "/readyz"):
+        response = await client.head(path)
+        assert (response.status_code, response.content) == (200, b"")
+    async with container.engine.begin() as conn:
+        saved = list(
+            (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars()
+        )
+        await conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+    try:
+        assert (await client.head("/readyz")).status_code == 503
+    finally:
+        async with container.engine.begin() as conn:
+            await conn.execute(text("DELETE FROM alembic_version"))
+            for head in saved:
+                await conn.execute(text("INSERT INTO alembic_version VALUES (:v)"), {"v": head})
