@@ -61,6 +61,7 @@ def serve(
         host=host,
         port=port,
         workers=workers,
+        timeout_worker_healthcheck=settings.worker_healthcheck_seconds,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         http="httptools" if importlib.util.find_spec("httptools") else "h11",
         proxy_headers=True,

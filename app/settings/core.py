@@ -102,6 +102,10 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     # OpenTelemetry traces (the `otel` extra), exported as the standard OTEL_* variables say.
     otel_enabled: bool = False
     readyz_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    # `serve --workers N`: how long uvicorn waits for a worker's health-check answer before
+    # it kills and replaces it. uvicorn's 5 s is shorter than N workers importing the app at
+    # once on a small machine take, which killed a worker on every start (issue 23).
+    worker_healthcheck_seconds: int = Field(default=30, ge=1)
     admin_session_seconds: float = Field(default=8 * 3600, gt=0)
     # Optional bearer token of GET /metrics (empty: open; restrict it at the network then).
     metrics_token: SecretStr = SecretStr("")
