@@ -39,6 +39,7 @@ pytest_plugins = [
     "tests.support.aws_fixtures",
     "tests.support.rabbit_fixtures",
     "tests.support.sqs_fixtures",
+    "tests.support.log_capture",
 ]
 
 API_TOKEN = "test-api-token"

@@ -14,6 +14,7 @@ worker reports the same values and they always equal the ledger.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import tempfile
 import time
@@ -118,6 +119,23 @@ SWEEP_REPUBLISHED = Counter(
 
 log = structlog.get_logger("reminders.delivery")
 _LABEL_MAX = 64
+# How loud each decision is, so log-level alerting sees failures: a retry or a refused
+# message is a warning, a send that ended without delivery is an error. Only when this
+# delivery made the decision (claimed): an old terminal row redelivered is routine.
+_FAILURE_LEVELS = {
+    Outcome.RETRY: "warning",
+    Outcome.REJECTED: "warning",
+    Outcome.TERMINAL: "error",
+    Outcome.DEAD_LETTERED: "error",
+}
+
+
+def delivery_level(answer: DeliveryDecision) -> str:
+    """The log level of one delivery decision's line."""
+    level = _FAILURE_LEVELS.get(answer.outcome, "info")
+    if level == "error" and not answer.claimed:
+        return "info"
+    return level
 
 
 def _safe_detail(answer: DeliveryDecision) -> str | None:
@@ -141,7 +159,8 @@ def record_delivery(
         CLAIMS.labels(channel).inc()
         if (answer.attempt or 0) > 1:
             RECLAIMS.labels(channel).inc()
-    log.info(
+    log.log(
+        getattr(logging, delivery_level(answer).upper()),
         "delivery",
         queue=queue,
         message_id=delivery.message_id,
@@ -152,6 +171,7 @@ def record_delivery(
         queue_attempt=delivery.attempt,
         retry_after=answer.retry_after,
         detail=_safe_detail(answer),
+        error_class=_safe_detail(answer) if answer.outcome in _FAILURE_LEVELS else None,
         duration_ms=round(duration * 1000, 3),
         **request,
     )

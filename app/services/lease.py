@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+import structlog
+
 from app.domain.errors import LedgerUnavailable
 from app.domain.ledger import LedgerKey, SendRecordView
 from app.domain.ports import LedgerGateway
 from app.observability.metrics import LEASES_OUTLIVED
 
 log = logging.getLogger("reminders.receiver")
+events = structlog.get_logger("reminders.receiver")  # fields, not formatted text
 T = TypeVar("T")
 
 
@@ -103,7 +106,9 @@ class LeaseKeeper:
     def _outlived(self, reason: str) -> None:
         self.reported = True
         LEASES_OUTLIVED.labels(reason).inc()
-        log.warning(
-            "send of %s outlived its lease (%s, lease ended %s)",
-            self.key.idempotency_key, reason, self.lease_until.isoformat(),
-        )  # fmt: skip
+        events.error(
+            "lease_outlived",
+            ledger_key=self.key.idempotency_key,
+            error_class=reason,
+            lease_until=self.lease_until.isoformat(),
+        )

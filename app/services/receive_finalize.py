@@ -6,10 +6,11 @@ fence refuses means another worker took the row after our lease ended (``LeaseLo
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+
+import structlog
 
 from app.domain.errors import ProviderError, WebhookGone
 from app.domain.ledger import (
@@ -28,7 +29,7 @@ from app.domain.states import Outcome, SendState
 from .durable import FinalizeRetry, finalize_durably
 from .receive_model import Answer, Receiver, answer_for, dead_letter
 
-log = logging.getLogger("reminders.receiver")
+log = structlog.get_logger("reminders.receiver")
 
 
 async def finalize_sent(
@@ -125,7 +126,12 @@ async def finalize_failure(
 def lease_lost(receiver: Receiver, key: LedgerKey, record: SendRecordView) -> Answer:
     """Another worker reclaimed the row after our lease expired; its result stands."""
     # Ask the queue to come back: the redelivery will find the row final and acknowledge.
-    log.warning("lease lost for %s at attempt %d", key.idempotency_key, record.attempt_count)
+    log.error(
+        "lease_lost",
+        ledger_key=key.idempotency_key,
+        attempt=record.attempt_count,
+        error_class="lease_lost",
+    )
     retry_after = max(1.0, receiver.policy.lease.total_seconds())
     return answer_for(Decision(Outcome.BUSY, retry_after, "lease lost"), key, record, claimed=True)
 

@@ -7,8 +7,8 @@ import re
 import orjson
 import pytest
 
-from app.domain.errors import TransientProviderError
-from app.observability import StdoutHandler, configure_logging
+from app.domain.errors import PermanentProviderError, TransientProviderError
+from app.observability import configure_logging
 from app.observability import logs as log_output
 from tests.conftest import ADMIN_TOKEN, API_TOKEN, CRON_TOKEN
 from tests.support.flow import push, push_message, put_customer, put_reminder, sweep
@@ -16,18 +16,6 @@ from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
 SECRETS = (ADMIN_TOKEN, API_TOKEN, CRON_TOKEN, PUSH_SECRET, NEXT_PUSH_SECRET)
 BODY_MARKERS = ("private-note-7731", "ada@example.com", "Lovelace Plan")
-
-
-@pytest.fixture
-def log_lines():
-    """Everything logged while the test runs, as configured at startup, but into a buffer."""
-    buffer = io.StringIO()
-    configure_logging("INFO", stream=buffer)
-    yield lambda: [orjson.loads(line) for line in buffer.getvalue().splitlines()]
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if isinstance(h, StdoutHandler)]:
-        root.removeHandler(handler)
-    log_output._stream = None  # back to stdout for later tests
 
 
 async def test_each_delivery_decision_is_one_json_line_with_ids_only(
@@ -64,10 +52,13 @@ async def test_each_delivery_decision_is_one_json_line_with_ids_only(
         assert entry["message_id"] == message.message_id
         assert entry["ledger_key"] == "r:logs:email"
         assert isinstance(entry["duration_ms"], float)
-        assert entry["level"] == "info" and entry["logger"] == "reminders.delivery"
+        assert entry["logger"] == "reminders.delivery"
     assert (retry["attempt"], sent["attempt"]) == (1, 2)
     assert retry["detail"] == "transient"
     assert rejected["detail"] == "malformed"
+    # Log-level alerting sees failures: a retry and a refused message warn, a send is info.
+    assert [d["level"] for d in deliveries] == ["warning", "info", "warning"]
+    assert (retry["error_class"], sent["error_class"]) == ("transient", None)
     assert sent["request_id"] == response.headers["x-request-id"]
     raw = "\n".join(orjson.dumps(line).decode() for line in lines)
     for forbidden in (*SECRETS, *BODY_MARKERS):
@@ -173,3 +164,22 @@ def test_json_off_a_terminal_console_on_one_unless_told(log_format, tty, json_li
     else:
         assert not first.startswith("{") and "request" in first and "method=GET" in first
         assert "Started server process" in second and not second.startswith("{")
+
+
+async def test_a_terminal_failure_is_an_error_line_with_its_error_class(
+    client, clock, publisher, provider, log_lines
+):
+    """A permanent failure logs at error with error_class; its redelivery is routine (info)."""
+    await put_customer(client, "cust_ada", email="ada@example.com")
+    await put_reminder(client, "r:terminal", customer_id="cust_ada", due_at=clock.now)
+    await sweep(client)
+    [message] = publisher.drain()
+    provider.script.append(PermanentProviderError("mailbox gone", detail_class="smtp_5xx"))
+    await push_message(client, message)
+    await push_message(client, message)  # the queue redelivers: already terminal
+    deliveries = [line for line in log_lines() if line.get("event") == "delivery"]
+    assert [(d["outcome"], d["level"]) for d in deliveries] == [
+        ("terminal", "error"),
+        ("terminal", "info"),
+    ]
+    assert deliveries[0]["error_class"] == "smtp_5xx"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 
 import pytest
 from prometheus_client import REGISTRY
@@ -83,7 +82,7 @@ async def test_a_send_slower_than_its_lease_keeps_the_row(
 
 
 async def test_a_stalled_send_that_outlived_its_lease_says_so_and_is_fenced_off(
-    client, container, clock, provider, message, ticks, caplog
+    client, container, clock, provider, message, ticks, log_lines
 ):
     """No renewal ran before the lease ended (a stalled process): another worker reclaims
     and sends; the stalled worker's renewal is refused, counted and logged, and its
@@ -97,15 +96,16 @@ async def test_a_stalled_send_that_outlived_its_lease_says_so_and_is_fenced_off(
     answer_b = await push_message(client, message)
     assert (answer_b.json()["outcome"], answer_b.json()["attempt"]) == ("sent", 2)
     before = outlived("renewal_refused")
-    with caplog.at_level(logging.WARNING, logger="reminders.receiver"):
-        await ticks.tick()
-        # The refused renewal ends without waiting again: poll for its counter.
-        while outlived("renewal_refused") == before:  # noqa: ASYNC110
-            await asyncio.sleep(0.001)
-        held.set()
-        answer_a = await worker_a
+    await ticks.tick()
+    # The refused renewal ends without waiting again: poll for its counter.
+    while outlived("renewal_refused") == before:  # noqa: ASYNC110
+        await asyncio.sleep(0.001)
+    held.set()
+    answer_a = await worker_a
     assert outlived("renewal_refused") == before + 1
-    assert "r1:email:scripted outlived its lease (renewal_refused" in caplog.text
+    [line] = [line for line in log_lines() if line["event"] == "lease_outlived"]
+    assert (line["level"], line["ledger_key"]) == ("error", "r1:email:scripted")
+    assert line["error_class"] == "renewal_refused"
     assert (answer_a.status_code, answer_a.json()["outcome"]) == (503, "busy")
     [row] = await send_record_rows(container.engine)
     assert (row["state"], row["provider_request_id"]) == ("sent", "from-B")
