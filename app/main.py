@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from app.container import Container, open_container
 from app.observability import configure_logging
+from app.observability.metrics import prime_series
 from app.observability.tracing import enable_tracing, instrument_app
 from app.services.background import (
     BackgroundWork,
@@ -69,6 +70,8 @@ def create_app(
     if container is None and settings is None:
         settings = Settings()  # once, here: tracing must wrap the app before it starts
     chosen = container.settings if container is not None else settings
+    assert chosen is not None
+    prime_series(chosen.channel_queues)  # alerts read these series before any event
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -7,6 +7,13 @@ database, so any worker answers the same. If the database does not answer within
 ``reminders_ledger_up 0`` and without the ledger gauges. Each scrape also runs the ledger
 audit (``services/audit.py``, bounded reads) and exposes ``reminders_audit_violations`` per
 invariant.
+
+Every series an alert in docs/operations.md (and deploy/prometheus/alerts.yml) reads exists
+from the first scrape: open dead letters at zero for each reason, the embedded queue's depth
+at zero for each configured queue and state (``due``: deliverable now, ``delayed``: held
+back by a delay, a retry's backoff or a delivery in flight, ``dead``), and the labelled
+counters primed at startup (``metrics.prime_series``). ``process_*`` come from the worker
+that answers the scrape; ``reminders_build_info{version}`` is 1.
 """
 
 from __future__ import annotations
@@ -14,16 +21,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from functools import cache
+from importlib import metadata
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import PROCESS_COLLECTOR, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from app.domain.errors import Unauthenticated
+from app.domain.states import DeadLetterReason
 from app.services.audit import AuditReport, run_audit
 from app.services.deliverability import DeliverabilityFigures, deliverability_figures
 from app.services.operations import LedgerFigures, ledger_figures
@@ -43,18 +53,22 @@ class LedgerCollector(Collector):
         figures: LedgerFigures | None,
         audit: AuditReport | None = None,
         deliverability: DeliverabilityFigures | None = None,
+        *,
+        embedded_queues: Iterable[str] = (),
     ) -> None:
         self.figures = figures
         self.audit = audit
         self.deliverability = deliverability
+        self.embedded_queues = tuple(embedded_queues)
 
     def collect(self) -> Iterator[Metric]:
         """The ledger gauges, or only ``reminders_ledger_up 0`` when the read failed."""
         up = GaugeMetricFamily("reminders_ledger_up", "1 when the ledger gauges were read.")
         up.add_metric([], 0 if self.figures is None else 1)
         yield up
+        yield _build_info()
         if self.figures is not None:
-            yield from _ledger_metrics(self.figures)
+            yield from _ledger_metrics(self.figures, self.embedded_queues)
         if self.audit is not None:
             yield _audit_gauge(self.audit)
         if self.deliverability is not None:
@@ -96,7 +110,23 @@ def _audit_gauge(report: AuditReport) -> Metric:
     return gauge
 
 
-def _ledger_metrics(figures: LedgerFigures) -> Iterator[Metric]:
+@cache
+def _version() -> str:
+    try:
+        return metadata.version("reminder-relay")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+def _build_info() -> Metric:
+    info = GaugeMetricFamily(
+        "reminders_build_info", "Always 1; the running version as a label.", labels=["version"]
+    )
+    info.add_metric([_version()], 1)
+    return info
+
+
+def _ledger_metrics(figures: LedgerFigures, embedded_queues: tuple[str, ...]) -> Iterator[Metric]:
     count = GaugeMetricFamily(
         "reminders_dead_letters",
         "Open (neither redriven nor discarded) dead letters, by reason.",
@@ -107,7 +137,9 @@ def _ledger_metrics(figures: LedgerFigures) -> Iterator[Metric]:
         "Age of the oldest open dead letter, by reason.",
         labels=["reason"],
     )
-    for reason, n, age in figures.dead_letters:
+    found = {reason: (n, age) for reason, n, age in figures.dead_letters}
+    for reason in sorted({*DeadLetterReason, *found}):
+        n, age = found.get(reason, (0, None))
         count.add_metric([reason], n)
         oldest.add_metric([reason], age or 0.0)
     yield count
@@ -128,10 +160,14 @@ def _ledger_metrics(figures: LedgerFigures) -> Iterator[Metric]:
     if figures.queue_depth is not None:
         depth = GaugeMetricFamily(
             "reminders_embedded_queue_messages",
-            "Messages in the embedded queue, by queue and state.",
+            "Messages in the embedded queue, by queue and state (due, delayed, dead).",
             labels=["queue", "state"],
         )
-        for queue, state, n in figures.queue_depth:
+        counted = {(queue, state): n for queue, state, n in figures.queue_depth}
+        for queue in embedded_queues:
+            for state in ("due", "delayed", "dead"):
+                counted.setdefault((queue, state), 0)
+        for (queue, state), n in sorted(counted.items()):
             depth.add_metric([queue, state], n)
         yield depth
 
@@ -142,6 +178,7 @@ def process_registry() -> CollectorRegistry:
         return REGISTRY
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
+    registry.register(PROCESS_COLLECTOR)  # the answering worker's process_* figures
     return registry
 
 
@@ -163,6 +200,8 @@ async def metrics(request: Request, container: ContainerDep) -> Response:
     except Exception as error:  # a scrape must still answer; the gauge says what is missing
         log.warning("ledger gauges unavailable: %s", type(error).__name__)
     ledger = CollectorRegistry(auto_describe=False)
-    ledger.register(LedgerCollector(figures, audit, deliverability))
+    queues = container.settings.queue_kinds
+    embedded = [queue for queue, kind in queues.items() if kind == "embedded"]
+    ledger.register(LedgerCollector(figures, audit, deliverability, embedded_queues=embedded))
     body = generate_latest(process_registry()) + generate_latest(ledger)
     return Response(body, media_type=CONTENT_TYPE)

@@ -23,6 +23,7 @@ from app.domain.errors import (
     Unauthenticated,
 )
 from app.domain.messages import Delivery, PushRequest
+from app.domain.states import DeadLetterReason
 from app.observability import record_delivery, record_push_refused
 from app.services.receive import Answer, database_unavailable, quarantine, receive_delivery
 
@@ -83,7 +84,7 @@ async def push(request: Request) -> Response:
         delivery = Delivery(queue=queue, message_id=_fallback_id(body), payload=None)
         try:
             answer = await quarantine(
-                container.receiver, delivery, reason="malformed", error=str(error)
+                container.receiver, delivery, reason=DeadLetterReason.MALFORMED, error=str(error)
             )
         except LedgerUnavailable as unavailable:
             answer = database_unavailable(delivery, unavailable)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, inspect, select, text
+from sqlalchemy import and_, case, func, inspect, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.redrive import SendFilter
 from app.domain.states import ReminderState, SendState
 
+from .queue_tables import QueueMessage
 from .tables import dead_letters, reminders, send_records
 
 sr = send_records
@@ -97,17 +98,23 @@ async def oldest_overdue_scheduled(conn: AsyncConnection, *, now: datetime) -> d
     return as_utc((await conn.execute(stmt)).scalar_one())
 
 
-_QUEUE_DEPTH = text(
-    "SELECT queue, state, count(*) FROM queue_messages GROUP BY queue, state ORDER BY queue, state"
-)
-
-
-async def embedded_queue_depth(conn: AsyncConnection) -> list[tuple[str, str, int]] | None:
-    """Messages in the embedded queue by queue and state; None when that table is absent."""
+async def embedded_queue_depth(
+    conn: AsyncConnection, *, now: datetime
+) -> list[tuple[str, str, int]] | None:
+    """Messages in the embedded queue by queue and state — ``due`` (visible now), ``delayed``
+    (visible later: a delay, a backoff or a delivery in flight) or ``dead`` — or None when
+    that table is absent."""
     exists = await conn.run_sync(lambda sync: inspect(sync).has_table("queue_messages"))
     if not exists:
         return None
-    return [(queue, state, int(count)) for queue, state, count in await conn.execute(_QUEUE_DEPTH)]
+    messages = QueueMessage.__table__.c
+    state = case(
+        (and_(messages.state == "ready", messages.visible_at > now), "delayed"),
+        (messages.state == "ready", "due"),
+        else_=messages.state,
+    ).label("depth_state")
+    stmt = select(messages.queue, state, func.count()).group_by(messages.queue, state)
+    return [(queue, name, int(count)) for queue, name, count in await conn.execute(stmt)]
 
 
 def as_utc(value: Any) -> datetime | None:

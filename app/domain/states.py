@@ -28,6 +28,14 @@ FINAL_SEND_STATES = frozenset({SendState.SENT, SendState.TERMINAL_FAILURE, SendS
 OPEN_SEND_STATES = frozenset({SendState.PENDING, SendState.SENDING})
 
 
+class DeadLetterReason(StrEnum):
+    """Why a dead_letters row was written."""
+
+    ATTEMPTS_EXHAUSTED = "attempts_exhausted"  # the ledger's attempt ceiling was reached
+    MALFORMED = "malformed"  # authentic, but the payload is not ours to parse
+    UNKNOWN_REMINDER = "unknown_reminder"  # names a reminder this database does not have
+
+
 class Outcome(StrEnum):
     """What the receiver decided for one delivery; named in every push answer."""
 

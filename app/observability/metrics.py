@@ -104,6 +104,7 @@ EMAIL_EVENTS = Counter(
     "Provider events received (new ones, not repeats), by provider and kind.",
     ["provider", "kind"],
 )
+PUSH_REFUSED_REASONS = ("unauthenticated", "too_large", "keys_unavailable")
 SWEEP_SECONDS = Histogram(
     "reminders_sweep_duration_seconds",
     "Duration of one sweep.",
@@ -175,6 +176,18 @@ def record_delivery(
         duration_ms=round(duration * 1000, 3),
         **request,
     )
+
+
+def prime_series(channel_queues: Mapping[str, str]) -> None:
+    """Export every labelled series an alert reads at zero from startup: an alert on
+    ``rate(...)`` or ``increase(...)`` cannot fire on a series that does not exist yet, and
+    the first event would otherwise look like no change. ``channel_queues``: channel → queue.
+    """
+    for reason in PUSH_REFUSED_REASONS:
+        PUSH_REFUSED.labels(reason)
+    for channel, queue in channel_queues.items():
+        for outcome in Outcome:
+            DELIVERIES.labels(queue[:_LABEL_MAX], channel, outcome.value)
 
 
 def record_push_refused(reason: str) -> None:

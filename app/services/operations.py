@@ -44,7 +44,7 @@ async def ledger_figures(conn: AsyncConnection, *, now: datetime) -> LedgerFigur
         stuck_sends=stuck,
         oldest_stuck_seconds=_age(now, oldest_lease),
         sweep_lag_seconds=_age(now, overdue) or 0.0,
-        queue_depth=await operations_repo.embedded_queue_depth(conn),
+        queue_depth=await operations_repo.embedded_queue_depth(conn, now=now),
         broken_schedules=await schedules_repo.count_broken(conn),
     )
 

@@ -26,7 +26,7 @@ from app.domain.messages import (
     DeliveryPayload,
     parse_delivery_payload,
 )
-from app.domain.states import Outcome
+from app.domain.states import DeadLetterReason, Outcome
 from app.observability.tracing import set_span_attribute, span, tracing_enabled
 
 from .attempt import ClaimedSend
@@ -55,7 +55,9 @@ async def receive_delivery(receiver: Receiver, delivery: Delivery) -> Answer:
         try:
             payload = parse_delivery_payload(delivery.payload, channels=receiver.channels)
         except MalformedDelivery as error:
-            return await quarantine(receiver, delivery, reason="malformed", error=str(error))
+            return await quarantine(
+                receiver, delivery, reason=DeadLetterReason.MALFORMED, error=str(error)
+            )
         if tracing_enabled():
             return await _receive_traced(receiver, delivery, payload)
         return await _receive(receiver, delivery, payload)
@@ -111,7 +113,10 @@ async def _answer_unclaimed(
 ) -> Answer:
     if existing is None:  # the claim inserts nothing when the reminder does not exist
         return await quarantine(
-            receiver, delivery, reason="unknown_reminder", error=f"no reminder {key.reminder_id!r}"
+            receiver,
+            delivery,
+            reason=DeadLetterReason.UNKNOWN_REMINDER,
+            error=f"no reminder {key.reminder_id!r}",
         )
     return answer_for(answer_unclaimed(existing, now), key, existing, claimed=False)
 

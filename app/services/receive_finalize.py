@@ -24,7 +24,7 @@ from app.domain.ledger import (
     truncate_error,
 )
 from app.domain.messages import Delivery, ReminderView, SendResult
-from app.domain.states import Outcome, SendState
+from app.domain.states import DeadLetterReason, Outcome, SendState
 
 from .durable import FinalizeRetry, finalize_durably
 from .receive_model import Answer, Receiver, answer_for, dead_letter
@@ -101,7 +101,7 @@ async def finalize_failure(
     exhausted: DeadLetterEntry | None = None
     if plan.state == SendState.DEAD:
         exhausted = dead_letter(
-            delivery, reason="attempts_exhausted", error_class=error.detail_class,
+            delivery, reason=DeadLetterReason.ATTEMPTS_EXHAUSTED, error_class=error.detail_class,
             error=message, key=key, record=record,
         )  # fmt: skip
     values = {
