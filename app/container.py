@@ -145,6 +145,10 @@ def build_container(
     if settings.otel_enabled:
         _trace(container, engine)
     container.close_with(http.aclose)
+    for provider in {id(p): p for p in providers.values()}.values():
+        close = getattr(provider, "aclose", None)  # SES: its own AWS client
+        if close is not None:
+            container.close_with(close)
     container.close_with(lambda: close_publisher(container.publisher))
     # Closed first: claims still being worked on end before the pools they use close.
     container.close_with(lambda: container.receiver.drain())

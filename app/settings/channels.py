@@ -45,6 +45,9 @@ class ChannelSettings(BaseSettings):
     postmark_message_stream: str = "outbound"
     sendgrid_api_url: str = "https://api.sendgrid.com"
     sendgrid_api_key: SecretStr = SecretStr("")
+    # SES v2 SendEmail (region: REMINDERS_SNS_REGION or the AWS environment).
+    ses_configuration_set: str = ""
+    ses_endpoint_url: str = ""
     webhook_signing_secret: SecretStr = SecretStr("")
     webhook_allowed_targets: Annotated[list[str], NoDecode] = Field(default_factory=list)
     http_max_connections: int = Field(default=100, ge=1)

@@ -14,13 +14,14 @@ from .http import SharedHttp
 from .outbox import OutboxProvider
 from .postmark import PostmarkProvider
 from .sendgrid import SendGridProvider
+from .ses import SesProvider
 from .smtp import SmtpProvider
 from .ssrf import TargetPolicy
 from .webhook import WebhookProvider
 
 # Which providers can serve which channel.
 PROVIDERS_BY_CHANNEL = {
-    "email": ("outbox", "smtp", "email_api", "postmark", "sendgrid"),
+    "email": ("outbox", "smtp", "email_api", "postmark", "sendgrid", "ses"),
     "webhook": ("outbox", "webhook"),
 }
 
@@ -53,6 +54,12 @@ def build_providers(
             api_key=settings.sendgrid_api_key,
             sender=settings.email_from,
             base_url=settings.sendgrid_api_url,
+        ),
+        "ses": lambda: SesProvider(
+            sender=settings.email_from,
+            region=settings.sns.region_name() or None,
+            endpoint_url=settings.ses_endpoint_url or None,
+            configuration_set=settings.ses_configuration_set,
         ),
         "webhook": lambda: _webhook(settings, shared_http),
     }
