@@ -25,6 +25,7 @@ import asyncio
 from contextlib import AsyncExitStack
 from typing import Any
 
+from app.domain.clock import utc_now
 from app.domain.errors import (
     ConfigError,
     PermanentProviderError,
@@ -75,7 +76,9 @@ class SesProvider:
             raise PermanentProviderError(
                 "customer has no email address", detail_class="no_recipient"
             )
-        raw = build_email(message, idempotency_key=idempotency_key, sender=self.sender)
+        raw = build_email(
+            message, idempotency_key=idempotency_key, sender=self.sender, now=utc_now()
+        )
         request: dict[str, Any] = {
             "FromEmailAddress": self.sender,
             "Destination": {"ToAddresses": [message.recipient]},
