@@ -1,0 +1,134 @@
+"""Drills of the pull worker as a real process on the real RabbitMQ and on moto's SQS server:
+the worker SIGKILLed in the middle of a batch, restarted, and every reminder sent exactly
+once after the queue redelivered what it held."""
+
+from __future__ import annotations
+
+import signal
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.processes import REMINDERS, Process, service_env, wait_until
+from tests.support.flow import put_customer, put_reminder, sweep
+from tests.support.sqs_fixtures import REGION
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
+
+COUNT = 100
+
+
+@pytest.fixture(params=["rabbitmq", "sqs"])
+def pull_queue(request) -> tuple[str, str, dict[str, str]]:
+    """(kind, queue name, the worker's variables) for each pull queue kind."""
+    if request.param == "rabbitmq":
+        url = request.getfixturevalue("rabbit_url")
+        queue = request.getfixturevalue("rabbit_queue")
+        return (
+            "rabbitmq",
+            queue,
+            {"REMINDERS_RABBITMQ_URL": url, "REMINDERS_RABBITMQ_MAX_DELAY_SECONDS": "8"},
+        )
+    endpoint = request.getfixturevalue("sqs_endpoint")
+    queue = request.getfixturevalue("sqs_queue")
+    return "sqs", queue, {
+        "REMINDERS_SQS_ENDPOINT_URL": endpoint,
+        "REMINDERS_SQS_REGION": REGION,
+        "REMINDERS_SQS_MAX_RECEIVE_COUNT": "20",
+        "REMINDERS_WORKER_VISIBILITY_TIMEOUT_SECONDS": "12",
+        "REMINDERS_WORKER_WAIT_SECONDS": "1",
+    }  # fmt: skip
+
+
+@pytest.fixture
+def settings(settings, pull_queue):
+    _, queue, _ = pull_queue
+    return settings.model_copy(update={"queue_name": queue})
+
+
+@pytest.fixture
+async def publisher(pull_queue, settings):
+    """The real publisher of the kind, so the sweep publishes into the broker."""
+    from app.adapters.queues.registry import build_publisher, close_publisher
+
+    kind, _, variables = pull_queue
+    configured = settings.model_copy(update={"queue": kind})
+    if kind == "rabbitmq":
+        configured.rabbitmq.max_delay_seconds = 8
+    else:
+        configured.sqs.endpoint_url = variables["REMINDERS_SQS_ENDPOINT_URL"]
+        configured.sqs.region = REGION
+    built = build_publisher(configured)
+    yield built
+    await close_publisher(built)
+
+
+async def test_worker_killed_mid_batch_sends_everything_exactly_once(
+    pull_queue, client, clock, settings, ledger, processes, tmp_path
+):
+    """SIGKILL while a batch is in flight; a new worker finishes: every reminder sent once."""
+    kind, queue, variables = pull_queue
+    clock.set(datetime.now(UTC))  # the worker runs on the real clock
+    await put_customer(client, "cust_1")
+    for n in range(COUNT):
+        await put_reminder(client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now)
+    assert (await sweep(client))["messages"] == COUNT
+    outbox = tmp_path / "worker-outbox"
+    env = service_env(
+        settings.database_url, outbox, REMINDERS_QUEUE=kind, REMINDERS_QUEUE_NAME=queue,
+        REMINDERS_WEBHOOK_PROVIDER="outbox", REMINDERS_LEASE_SECONDS="5",
+        REMINDERS_PROVIDER_TIMEOUT_SECONDS="2", **variables,
+    )  # fmt: skip
+    first = Process([REMINDERS, "worker"], env, tmp_path / "worker-1.log").start()
+    processes.append(first)
+    await wait_until(lambda: _at_least(ledger, 15), timeout=60, what="15 sent", processes=(first,))
+    first.signal(signal.SIGKILL)
+    await first.wait_exit(10)
+    killed_at = await ledger.sent()
+    assert killed_at < COUNT, "the kill came after the last send: no batch was in flight"
+    second = Process([REMINDERS, "worker"], env, tmp_path / "worker-2.log").start()
+    processes.append(second)
+    await wait_until(
+        lambda: _at_least(ledger, COUNT), timeout=120, what="all sent", processes=(second,)
+    )
+    second.signal(signal.SIGTERM)
+    assert await second.wait_exit(30) == 0, second.output()
+    rows = await ledger.rows()
+    assert len(rows) == COUNT and all(row["state"] == "sent" for row in rows)
+    assert len(_emails(outbox)) == COUNT
+    # Known gap (reported to the lead, the receiver's area): a worker killed between a
+    # finalize's commit and its own settle statement leaves that reminder `enqueued` with
+    # every channel sent; its redelivery answers `duplicate` and does not settle it, and the
+    # catch-up skips it. The send is exactly once; the reminder's state needs the repair.
+    open_before = await _open_reminders(ledger)
+    assert open_before <= 32, "more open reminders than the killed worker held in flight"
+    await _audit_repair(env)
+    assert await _open_reminders(ledger) == 0
+
+
+async def _open_reminders(ledger) -> int:
+    from sqlalchemy import func, select
+
+    from app.db.tables import reminders
+
+    async with ledger.engine.connect() as conn:
+        query = select(func.count()).where(reminders.c.state != "done")
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def _audit_repair(env: dict[str, str]) -> None:
+    import asyncio
+
+    process = await asyncio.create_subprocess_exec(
+        REMINDERS, "audit", "--repair", env=env, stdout=asyncio.subprocess.DEVNULL
+    )
+    await asyncio.wait_for(process.wait(), 60)
+
+
+async def _at_least(ledger, count: int) -> bool:
+    return await ledger.sent() >= count
+
+
+def _emails(outbox: Path) -> list[Path]:
+    return list(outbox.rglob("*.eml"))
