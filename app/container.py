@@ -28,6 +28,7 @@ from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import instrument_providers
 from app.observability.tracing import enable_tracing, instrument_libraries
 from app.services.catchup import CatchUpLimits
+from app.services.ledger_metrics import LedgerMetrics
 from app.services.receive import DeliveryPolicy, Receiver, SentKeys
 from app.services.retention import RetentionPolicy
 from app.services.sweep import SweepLimits, SweepReport, sweep
@@ -46,6 +47,10 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     renderer: Renderer
     sweep_limits: SweepLimits
     clock: Callable[[], datetime]
+    # /metrics' ledger gauges, refreshed by one background task (services/ledger_metrics.py)
+    ledger_metrics: LedgerMetrics
+    # /readyz' own connection: no load on the shared pool can make the probe fail
+    readiness_engine: AsyncEngine
     http: SharedHttp | None = None  # the one pooled outbound HTTP client
     # Provider event webhooks by provider: the only names /events/email/{provider} serves.
     event_sources: Mapping[str, EmailEventSource] = field(default_factory=dict)
@@ -102,6 +107,7 @@ def build_container(
     """
     budget = connection_budget(settings.database_url, settings.database_pool_size)
     engine = create_engine(settings.database_url, pool_size=budget.engine)
+    readiness_engine = create_engine(settings.database_url, pool_size=budget.readiness)
     http = SharedHttp(max_connections=settings.http_max_connections)
     renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
     providers = build_providers(settings, http=http)
@@ -139,9 +145,17 @@ def build_container(
         http=http,
         event_sources=build_event_sources(settings, http),
         webhook_targets=webhook.target_check if isinstance(webhook, WebhookProvider) else None,
+        ledger_metrics=LedgerMetrics(
+            engine,
+            clock=clock,
+            interval_seconds=settings.metrics_interval_seconds,
+            timeout_seconds=settings.readyz_timeout_seconds,
+        ),
+        readiness_engine=readiness_engine,
     )
     # Pushed first, so closed last: the engine outlives everything that may still use it.
     container.close_with(engine.dispose)
+    container.close_with(readiness_engine.dispose)
     if settings.otel_enabled:
         _trace(container, engine)
     container.close_with(http.aclose)

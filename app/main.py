@@ -82,6 +82,8 @@ def create_app(
                 built = await stack.enter_async_context(open_container(settings))
             app.state.container = built
             configure_logging(built.settings.log_level, log_format=built.settings.log_format)
+            if in_background:  # one task per process reads the ledger for /metrics
+                stack.push_async_callback(built.ledger_metrics.start())
             if in_background and runs_in_serve(built.settings):
                 # Stopped before the container closes: in-flight rounds finish first.
                 stack.push_async_callback(start_embedded_work(built).stop)

@@ -42,9 +42,10 @@ pytest_plugins = [
     "tests.support.log_capture",
 ]
 
-API_TOKEN = "test-api-token"
-CRON_TOKEN = "test-cron-token"
-ADMIN_TOKEN = "test-admin-token"
+API_TOKEN = "test-api-token-5f0c9a1e7b3d42c8a6e0f1"
+CRON_TOKEN = "test-cron-token-9b2e4d6f8a0c1e3b5d7f90"
+ADMIN_TOKEN = "test-admin-token-c4a8e2f6b0d3917a5e2c4b"
+METRICS_TOKEN = "test-metrics-token-6a3f1c9e7d5b2a8f0e4c"
 PG_ADMIN_URL = os.environ.get(
     "REMINDERS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -175,6 +176,7 @@ def make_settings(database_url: str, tmp_path: Path, **overrides: object) -> Set
         "cron_token": SecretStr(CRON_TOKEN),
         "api_token": SecretStr(API_TOKEN),
         "admin_token": SecretStr(ADMIN_TOKEN),
+        "metrics_token": SecretStr(METRICS_TOKEN),
         "outbox_dir": tmp_path / "outbox",
         "outbox_fsync": False,
         "lease_seconds": 60,

@@ -39,8 +39,9 @@ async def readyz(container: ContainerDep) -> JSONResponse:
     """Ready when the database answers and its schema is at the migrations' head; otherwise
     503 with the same one-line reason (and fix) that ``reminders serve`` gives."""
     # A short bound: a load balancer's probe must not hang on a stuck pool or network.
+    # Its own connection (container.readiness_engine): the API's load cannot starve it.
     state = await inspect_database(
-        container.engine, timeout=container.settings.readyz_timeout_seconds
+        container.readiness_engine, timeout=container.settings.readyz_timeout_seconds
     )
     body: dict[str, object] = {"status": state.status.value}
     if not state.ready:

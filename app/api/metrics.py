@@ -1,12 +1,13 @@
-"""``GET /metrics``: process counters plus ledger gauges computed from the database now.
+"""``GET /metrics``: process counters plus the ledger gauges of the last snapshot.
 
+Closed by default: outside dev mode ``REMINDERS_METRICS_TOKEN`` is required as a bearer
+token unless ``REMINDERS_METRICS_PUBLIC=true`` opens the route. A scrape never touches the
+database: the ledger gauges and ``reminders_audit_violations`` (per invariant) come from
+the snapshot one background task takes every ``REMINDERS_METRICS_INTERVAL_SECONDS``
+(``services/ledger_metrics.py``); ``reminders_ledger_snapshot_age_seconds`` says how old it
+is, and ``reminders_ledger_up 0`` that the last reading failed (or none was taken yet).
 With ``PROMETHEUS_MULTIPROC_DIR`` set, the counters and histograms of every worker process
-are merged (prometheus-client multiprocess mode); the ledger gauges come from the
-database, so any worker answers the same. If the database does not answer within
-``REMINDERS_READYZ_TIMEOUT_SECONDS`` the scrape still succeeds with
-``reminders_ledger_up 0`` and without the ledger gauges. Each scrape also runs the ledger
-audit (``services/audit.py``, bounded reads) and exposes ``reminders_audit_violations`` per
-invariant.
+are merged (prometheus-client multiprocess mode).
 
 Every series an alert in docs/operations.md (and deploy/prometheus/alerts.yml) reads exists
 from the first scrape: open dead letters at zero for each reason, the embedded queue's depth
@@ -18,8 +19,6 @@ that answers the scrape; ``reminders_build_info{version}`` is 1.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 from collections.abc import Iterable, Iterator
 from functools import cache
@@ -34,39 +33,39 @@ from prometheus_client.registry import Collector
 
 from app.domain.errors import Unauthenticated
 from app.domain.states import DeadLetterReason
-from app.services.audit import AuditReport, run_audit
-from app.services.deliverability import DeliverabilityFigures, deliverability_figures
-from app.services.operations import LedgerFigures, ledger_figures
+from app.services.audit import AuditReport
+from app.services.deliverability import DeliverabilityFigures
+from app.services.ledger_metrics import LedgerMetrics
+from app.services.operations import LedgerFigures
 
 from .deps import ContainerDep, bearer_token, token_matches
 
 router = APIRouter(include_in_schema=False)
-log = logging.getLogger("reminders.metrics")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class LedgerCollector(Collector):
-    """Yields the gauges of one ledger snapshot (taken by the route just before)."""
+    """Yields the gauges of the latest ledger snapshot (taken by the background task)."""
 
-    def __init__(
-        self,
-        figures: LedgerFigures | None,
-        audit: AuditReport | None = None,
-        deliverability: DeliverabilityFigures | None = None,
-        *,
-        embedded_queues: Iterable[str] = (),
-    ) -> None:
-        self.figures = figures
-        self.audit = audit
-        self.deliverability = deliverability
+    def __init__(self, metrics: LedgerMetrics, *, embedded_queues: Iterable[str] = ()) -> None:
+        self.figures: LedgerFigures | None = metrics.snapshot.figures
+        self.audit: AuditReport | None = metrics.snapshot.audit
+        self.deliverability = metrics.snapshot.deliverability
+        self.age = metrics.age_seconds()
         self.embedded_queues = tuple(embedded_queues)
 
     def collect(self) -> Iterator[Metric]:
         """The ledger gauges, or only ``reminders_ledger_up 0`` when the read failed."""
-        up = GaugeMetricFamily("reminders_ledger_up", "1 when the ledger gauges were read.")
+        up = GaugeMetricFamily("reminders_ledger_up", "1 when the last ledger reading worked.")
         up.add_metric([], 0 if self.figures is None else 1)
         yield up
         yield _build_info()
+        if self.age is not None:
+            yield GaugeMetricFamily(
+                "reminders_ledger_snapshot_age_seconds",
+                "Seconds since the ledger gauges and the audit were last read.",
+                self.age,
+            )
         if self.figures is not None:
             yield from _ledger_metrics(self.figures, self.embedded_queues)
         if self.audit is not None:
@@ -102,7 +101,7 @@ def _deliverability_metrics(figures: DeliverabilityFigures) -> Iterator[Metric]:
 def _audit_gauge(report: AuditReport) -> Metric:
     gauge = GaugeMetricFamily(
         "reminders_audit_violations",
-        "Offending ids per ledger invariant found by this scrape's audit (capped; 0: holds).",
+        "Offending ids per ledger invariant found by the last audit (capped; 0: holds).",
         labels=["invariant"],
     )
     for name, ids in report.violations.items():
@@ -184,24 +183,16 @@ def process_registry() -> CollectorRegistry:
 
 @router.get("/metrics")
 async def metrics(request: Request, container: ContainerDep) -> Response:
-    """Prometheus exposition: counters, histograms and the ledger gauges."""
-    expected = container.settings.metrics_token
-    if expected.get_secret_value() and not token_matches(bearer_token(request), expected):
+    """Prometheus exposition: counters, histograms and the ledger gauges (from memory)."""
+    settings = container.settings
+    expected = settings.metrics_token
+    # Settings refuse an empty token outside dev mode unless the route is declared public.
+    closed = not settings.metrics_public and bool(expected.get_secret_value())
+    if closed and not token_matches(bearer_token(request), expected):
         raise Unauthenticated("a valid bearer token (METRICS_TOKEN) is required")
-    figures: LedgerFigures | None = None
-    audit: AuditReport | None = None
-    deliverability: DeliverabilityFigures | None = None
-    try:
-        async with asyncio.timeout(container.settings.readyz_timeout_seconds):
-            async with container.engine.connect() as conn:
-                figures = await ledger_figures(conn, now=container.clock())
-                audit = await run_audit(conn, now=container.clock())
-                deliverability = await deliverability_figures(conn, now=container.clock())
-    except Exception as error:  # a scrape must still answer; the gauge says what is missing
-        log.warning("ledger gauges unavailable: %s", type(error).__name__)
     ledger = CollectorRegistry(auto_describe=False)
     queues = container.settings.queue_kinds
     embedded = [queue for queue, kind in queues.items() if kind == "embedded"]
-    ledger.register(LedgerCollector(figures, audit, deliverability, embedded_queues=embedded))
+    ledger.register(LedgerCollector(container.ledger_metrics, embedded_queues=embedded))
     body = generate_latest(process_registry()) + generate_latest(ledger)
     return Response(body, media_type=CONTENT_TYPE)

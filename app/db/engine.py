@@ -15,6 +15,9 @@ class ConnectionBudget:
 
     engine: int  # SQLAlchemy's pool: API, sweep, dispatcher, the ledger's rare phases
     raw_ledger: int  # asyncpg's pool for the receiver's hot statements (0: none)
+    # /readyz' own pool, beside the total: a probe must not wait behind the API's load, or
+    # a load balancer drops a busy replica that is perfectly healthy.
+    readiness: int = 1
 
 
 def connection_budget(database_url: str, total: int) -> ConnectionBudget:

@@ -107,8 +107,13 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     # once on a small machine take, which killed a worker on every start (issue 23).
     worker_healthcheck_seconds: int = Field(default=30, ge=1)
     admin_session_seconds: float = Field(default=8 * 3600, gt=0)
-    # Optional bearer token of GET /metrics (empty: open; restrict it at the network then).
+    # Bearer token of GET /metrics: required outside dev mode unless REMINDERS_METRICS_PUBLIC
+    # opens the route (then restrict it at the network).
     metrics_token: SecretStr = SecretStr("")
+    metrics_public: bool = False
+    # How often one background task reads the ledger gauges and runs the audit for /metrics
+    # (scrapes are served from memory in between).
+    metrics_interval_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     @field_validator("push_secrets", mode="before")
     @classmethod
@@ -139,6 +144,7 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
                 self._check_embedded_push_timeout,
                 self._check_embedded_visibility,
                 self._check_tracing,
+                self._check_metrics_access,
             ]
         )
         return self
@@ -186,6 +192,14 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
                 f"{self.embedded_push_timeout:g} s, or a slow push is redelivered while it is "
                 "still running"
             )
+
+    def _check_metrics_access(self) -> None:
+        if self.dev_mode or self.metrics_public or not is_placeholder(self.metrics_token):
+            return
+        raise ValueError(
+            "REMINDERS_METRICS_TOKEN is empty: set it (scrapers send it as a bearer token), "
+            "or REMINDERS_METRICS_PUBLIC=true to serve /metrics without one"
+        )
 
     def _check_tracing(self) -> None:
         if self.otel_enabled and not OTEL.installed():

@@ -6,7 +6,7 @@ import httpx
 
 from app.services import audit
 from tests.support.dead_letters import ADMIN, ADMIN_TOKEN, admin_post, exhaust, publish_reminder
-from tests.support.flow import get_reminder, push, push_message, put_customer, put_reminder
+from tests.support.flow import get_reminder, push, push_message, put_customer, put_reminder, scrape
 from tests.support.push import envelope
 
 
@@ -139,7 +139,7 @@ async def test_a_quarantined_letter_no_redrive_can_publish_is_discarded_from_the
         "malformed",
         "unknown_reminder",
     }
-    metrics = (await client.get("/metrics")).text
+    metrics = await scrape(client)
     assert 'reminders_dead_letters{reason="unknown_reminder"}' not in metrics
     assert 'reminders_dead_letters{reason="attempts_exhausted"} 1.0' in metrics
     await put_customer(client, "cust_never")

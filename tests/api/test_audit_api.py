@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from tests.cli.test_dead_letters_cli import cli_env
 from tests.support.dead_letters import ADMIN
-from tests.support.flow import API
+from tests.support.flow import API, scrape
 from tests.support.ledger_states import NOW, add_customer, add_reminder, add_send
 
 pytestmark = pytest.mark.anyio
@@ -50,7 +50,7 @@ async def test_metrics_expose_one_gauge_per_invariant(client, container, clock):
     """``reminders_audit_violations`` per invariant: 1 for the stuck reminder, 0 elsewhere."""
     clock.set(NOW)
     await make_stuck(container)
-    text = (await client.get("/metrics")).text
+    text = await scrape(client)
     assert 'reminders_audit_violations{invariant="final_not_settled"} 1.0' in text
     assert 'reminders_audit_violations{invariant="sent_twice"} 0.0' in text
 

@@ -19,7 +19,7 @@ from tests.support.push import signed
 
 pytestmark = pytest.mark.anyio
 
-ADMIN = {"Authorization": "Bearer test-admin-token"}
+ADMIN = {"Authorization": "Bearer test-admin-token-c4a8e2f6b0d3917a5e2c4b"}
 DUE = "2026-08-20T09:00:00Z"
 REMINDER = {"customer_id": "c1", "kind": "renewal", "channels": ["webhook"], "due_at": DUE}
 

@@ -122,7 +122,7 @@ async def test_a_message_in_the_dead_list_still_ends_in_one_send(
     assert (await sweep(client))["republished"] == 0
 
 
-ADMIN = {"Authorization": "Bearer test-admin-token"}
+ADMIN = {"Authorization": "Bearer test-admin-token-c4a8e2f6b0d3917a5e2c4b"}
 
 
 async def test_the_dead_list_is_listed_and_redriven_through_the_operator_api(

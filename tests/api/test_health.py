@@ -55,7 +55,7 @@ async def test_a_silent_database_gives_503_within_the_timeout(container, setting
     url = f"postgresql+asyncpg://nobody@127.0.0.1:{port}/nothing"
     engine = create_engine(url)
     quick = settings.model_copy(update={"readyz_timeout_seconds": 0.5})
-    stalled = dataclasses.replace(container, engine=engine, settings=quick)
+    stalled = dataclasses.replace(container, readiness_engine=engine, settings=quick)
     started = time.monotonic()
     try:
         response = await _get(stalled, "/readyz")

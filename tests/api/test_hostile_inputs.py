@@ -8,7 +8,7 @@ from tests.support.flow import API, put_customer
 
 pytestmark = pytest.mark.anyio
 
-ADMIN = {"Authorization": "Bearer test-admin-token"}
+ADMIN = {"Authorization": "Bearer test-admin-token-c4a8e2f6b0d3917a5e2c4b"}
 REMINDER = {"customer_id": "c1", "kind": "renewal", "channels": ["webhook"]}
 DUE = "2026-08-20T09:00:00Z"
 

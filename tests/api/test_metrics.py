@@ -14,7 +14,7 @@ from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.ledger import LedgerKey
 from app.observability import InstrumentedProvider
 from tests.support.dead_letters import ADMIN, admin_post, exhaust, publish_reminder
-from tests.support.flow import push, push_message, put_customer, put_reminder
+from tests.support.flow import push, push_message, put_customer, put_reminder, scrape
 from tests.support.push import envelope
 
 
@@ -23,10 +23,8 @@ def _value(name: str, **labels: str) -> float:
 
 
 async def _scrape(client) -> dict[tuple[str, tuple], float]:
-    response = await client.get("/metrics")
-    assert response.status_code == 200
     samples = {}
-    for family in text_string_to_metric_families(response.text):
+    for family in text_string_to_metric_families(await scrape(client)):
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return samples

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.flow import push, put_customer, put_reminder
+from tests.support.flow import push, put_customer, put_reminder, scrape
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET, envelope, signed
 from tests.support.rows import dead_letter_rows, send_record_rows
 
@@ -235,7 +235,7 @@ async def test_a_queue_this_service_does_not_serve_is_404_before_anything(
     assert response.json()["error"] == "not_found"
     assert await dead_letter_rows(container.engine) == []
     assert [r for r in caplog.records if r.name.startswith("reminders")] == []
-    metrics = (await client.get("/metrics")).text
+    metrics = await scrape(client)
     assert queue not in metrics and "not-configured" not in metrics
 
 

@@ -8,6 +8,7 @@ from app.domain.errors import PublishError
 from tests.support.flow import (
     API,
     CRON,
+    CRON_TOKEN,
     get_reminder,
     push_message,
     put_customer,
@@ -263,7 +264,7 @@ async def test_customer_round_trip_and_unsubscribe(client, clock):
         pytest.param({}, id="missing"),
         pytest.param({"Authorization": "Bearer wrong-token"}, id="wrong"),
         pytest.param({"Authorization": "Basic dGVzdC1hcGktdG9rZW4="}, id="basic-scheme"),
-        pytest.param({"Authorization": "Bearer test-cron-token"}, id="cron-token"),
+        pytest.param({"Authorization": f"Bearer {CRON_TOKEN}"}, id="cron-token"),
         pytest.param({"Authorization": "Bearer "}, id="empty"),
     ],
 )
@@ -287,8 +288,11 @@ async def test_reminders_api_requires_the_api_token(client, clock, method, path,
     "request_kwargs",
     [
         pytest.param({"headers": CRON}, id="bearer"),
-        pytest.param({"json": {"token": "test-cron-token"}}, id="body-token"),
-        pytest.param({"json": {"payload": {"token": "test-cron-token"}}}, id="payload-token"),
+        pytest.param({"json": {"token": CRON_TOKEN}}, id="body-token"),
+        pytest.param(
+            {"json": {"payload": {"token": CRON_TOKEN}}},
+            id="payload-token",
+        ),
     ],
 )
 async def test_cron_accepts_bearer_or_token_in_the_body(
@@ -313,7 +317,7 @@ async def test_cron_accepts_bearer_or_token_in_the_body(
         pytest.param({"headers": API}, id="api-token"),
         pytest.param({"json": {"token": "wrong"}}, id="wrong-body-token"),
         pytest.param({"json": {"payload": {"token": 12}}}, id="non-string-token"),
-        pytest.param({"json": ["test-cron-token"]}, id="array-body"),
+        pytest.param({"json": [CRON_TOKEN]}, id="array-body"),
         pytest.param({"content": b"{not json"}, id="garbage-body"),
     ],
 )

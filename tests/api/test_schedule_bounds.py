@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from app.db.schedule_tables import schedules
 from tests.support.dead_letters import ADMIN
-from tests.support.flow import API, put_customer, put_reminder, sweep
+from tests.support.flow import API, put_customer, put_reminder, scrape, sweep
 from tests.support.loop_blocking import loop_blocking
 from tests.support.schedules import put_schedule
 
@@ -99,7 +99,7 @@ async def test_a_schedule_that_cannot_be_computed_is_marked_broken_and_the_sweep
     shown = (await client.get("/v1/schedules/poison", headers=API)).json()
     assert shown["broken_at"] is not None
     assert "OverflowError" in shown["broken_error"]
-    metrics = (await client.get("/metrics")).text
+    metrics = await scrape(client)
     assert "reminders_schedules_broken 1.0" in metrics
     login = await client.post("/admin/login", data={"token": ADMIN["Authorization"][7:]})
     cookie = {"Cookie": login.headers["set-cookie"].split(";", 1)[0]}

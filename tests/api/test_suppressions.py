@@ -9,7 +9,7 @@ from app.db.suppressions import DbSuppressionList
 from app.domain.suppression import Suppression, SuppressionReason
 from tests.support.channel_servers import smtp_server
 from tests.support.dead_letters import ADMIN, publish_reminder
-from tests.support.flow import get_reminder, push_message
+from tests.support.flow import API, CRON, get_reminder, push_message, scrape
 
 
 async def test_put_get_delete_normalizes_the_domain_part(client):
@@ -128,9 +128,9 @@ async def test_smtp_refusal_at_rcpt_suppresses_the_address(client, container, pu
             "/v1/reminders/r:two",
             json={"customer_id": "cust_r_one", "kind": "weekly_digest",
                   "due_at": clock.now.isoformat(), "channels": ["email"]},
-            headers={"Authorization": "Bearer test-api-token"},
+            headers=API,
         )  # fmt: skip
-        await client.post("/cron/sweep", headers={"Authorization": "Bearer test-cron-token"})
+        await client.post("/cron/sweep", headers=CRON)
         [second] = publisher.drain()
         answer = (await push_message(client, second)).json()
         assert answer["outcome"] == "suppressed"
@@ -140,7 +140,7 @@ async def test_smtp_refusal_at_rcpt_suppresses_the_address(client, container, pu
 async def test_metrics_show_suppressions_and_rates(client):
     """/metrics has the suppression gauge by reason and the 24 h rates (0 without sends)."""
     await client.put("/v1/suppressions/m@example.com", headers=ADMIN)
-    text = (await client.get("/metrics")).text
+    text = await scrape(client)
     assert 'reminders_suppressions{reason="manual"} 1.0' in text
     assert "reminders_email_bounce_rate_24h 0.0" in text
     assert "reminders_email_complaint_rate_24h 0.0" in text

@@ -20,7 +20,7 @@ from app.services import customers
 from app.services import reminders as service
 from app.services.customers import CustomerChange
 from app.services.sweep import SweepLimits, sweep
-from tests.support.flow import API, get_reminder, push_message, put_customer, put_reminder
+from tests.support.flow import API, CRON, get_reminder, push_message, put_customer, put_reminder
 from tests.support.recording import RecordingPublisher
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +46,7 @@ async def queued_messages(client, clock, publisher, count):
     await put_customer(client, "c1")
     for n in range(count):
         await put_reminder(client, f"r{n:02}", customer_id="c1", due_at=clock.now)
-    response = await client.post("/cron/sweep", headers={"Authorization": "Bearer test-cron-token"})
+    response = await client.post("/cron/sweep", headers=CRON)
     assert response.json()["enqueued"] == count
     return {m.payload["reminder_id"]: m for m in publisher.drain()}
 

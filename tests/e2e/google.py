@@ -22,6 +22,7 @@ from tests.e2e.processes import (
     wait_healthy,
     wait_until,
 )
+from tests.support.flow import METRICS
 from tests.support.google_emulators import EMULATOR_LOCATION, EMULATOR_PROJECT
 
 
@@ -74,7 +75,7 @@ class Deployment:
     async def outcomes(self) -> dict[str, float]:
         """The service's delivery counters by outcome, for this deployment's queue."""
         async with httpx.AsyncClient(base_url=self.base_url, timeout=10) as client:
-            text = (await client.get("/metrics")).text
+            text = (await client.get("/metrics", headers=METRICS)).text
         counts: dict[str, float] = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:

@@ -12,7 +12,7 @@ from tests.support.clock import FakeClock
 from tests.support.flow import push_message, put_customer, put_reminder, sweep
 from tests.support.providers import ScriptedProvider
 
-ADMIN_TOKEN = "test-admin-token"
+ADMIN_TOKEN = "test-admin-token-c4a8e2f6b0d3917a5e2c4b"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 

@@ -10,9 +10,11 @@ import httpx
 from app.adapters.queues.memory import MemoryPublisher, PublishedMessage
 from tests.support.push import envelope, signed
 
-API_TOKEN = "test-api-token"
-CRON_TOKEN = "test-cron-token"
+API_TOKEN = "test-api-token-5f0c9a1e7b3d42c8a6e0f1"
+CRON_TOKEN = "test-cron-token-9b2e4d6f8a0c1e3b5d7f90"
+METRICS_TOKEN = "test-metrics-token-6a3f1c9e7d5b2a8f0e4c"
 API = {"Authorization": f"Bearer {API_TOKEN}"}
+METRICS = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 CRON = {"Authorization": f"Bearer {CRON_TOKEN}"}
 
 
@@ -49,6 +51,16 @@ async def put_reminder(
     else:
         assert response.status_code in (200, 201), response.text
     return response.json()
+
+
+async def scrape(client: httpx.AsyncClient, *, refresh: bool = True) -> str:
+    """GET /metrics as Prometheus does; first (``refresh``) the background task's one
+    reading of the ledger, which ASGI tests without a lifespan must run themselves."""
+    if refresh:
+        await client._transport.app.state.container.ledger_metrics.refresh()  # type: ignore[attr-defined]
+    response = await client.get("/metrics", headers=METRICS)
+    assert response.status_code == 200, response.text
+    return response.text
 
 
 async def sweep(client: httpx.AsyncClient) -> dict:

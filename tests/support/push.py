@@ -8,8 +8,8 @@ import orjson
 
 from app.adapters.push_formats.infrai import sign
 
-PUSH_SECRET = "test-push-secret-current"
-NEXT_PUSH_SECRET = "test-push-secret-next"
+PUSH_SECRET = "test-push-secret-current-1d9f3b7e5a2c6048"
+NEXT_PUSH_SECRET = "test-push-secret-next-8e6c4a2f0b9d7e3153"
 
 
 def envelope(
