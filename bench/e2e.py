@@ -76,7 +76,7 @@ sys.path.insert(0, str(ROOT))
 from app.db.migrations import upgrade_to_head  # noqa: E402
 from app.db.tables import customers, reminders  # noqa: E402
 
-CRON_TOKEN = "bench-cron-token"
+CRON_TOKEN = "bench-cron-token-8a2e6c0f4b9d7153d3e5a7"
 SQLITE_CHUNK = 20_000  # rows per executemany while seeding a SQLite file
 
 
@@ -298,10 +298,11 @@ def service_env(database_url: str, outbox: Path, concurrency: int, mode: str) ->
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDERS_")}
     env.update(
         REMINDERS_DATABASE_URL=database_url,
-        REMINDERS_PUSH_SECRETS="bench-push-secret",
-        REMINDERS_API_TOKEN="bench-api-token",
+        REMINDERS_PUSH_SECRETS="bench-push-secret-5e9c3a7f1d8b2046a4c6e8",
+        REMINDERS_API_TOKEN="bench-api-token-4c8e2a6f0d9b7135e1a3c5",
         REMINDERS_CRON_TOKEN=CRON_TOKEN,
-        REMINDERS_ADMIN_TOKEN="bench-admin-token",
+        REMINDERS_ADMIN_TOKEN="bench-admin-token-1f5b9d3a7e2c6084f2b4d6",
+        REMINDERS_METRICS_TOKEN="bench-metrics-token-7d1b5f9a3c2e8046b4d6f8",
         REMINDERS_OUTBOX_DIR=str(outbox),
         REMINDERS_OUTBOX_FSYNC="false",
         REMINDERS_LOG_LEVEL="WARNING",

@@ -554,6 +554,7 @@ def service_env(target: Target, database_url: str, secret: bytes, outbox: Path, 
         "REMINDERS_CRON_TOKEN": secrets.token_hex(16),
         "REMINDERS_API_TOKEN": secrets.token_hex(16),
         "REMINDERS_ADMIN_TOKEN": secrets.token_hex(16),
+        "REMINDERS_METRICS_TOKEN": secrets.token_hex(16),
         "REMINDERS_OUTBOX_DIR": str(outbox),
         "REMINDERS_OUTBOX_FSYNC": "1" if args.outbox_fsync else "0",
         "REMINDERS_QUEUE": "memory",  # nothing is published here: no background dispatcher

@@ -213,6 +213,7 @@ def run_phases(
             "REMINDERS_API_TOKEN": token,
             "REMINDERS_CRON_TOKEN": secrets.token_hex(16),
             "REMINDERS_ADMIN_TOKEN": secrets.token_hex(16),
+            "REMINDERS_METRICS_TOKEN": secrets.token_hex(16),
             "REMINDERS_PUSH_SECRETS": secrets.token_hex(16),
             "REMINDERS_OUTBOX_DIR": str(work / f"outbox-{name}"),
             "REMINDERS_QUEUE": "memory",

@@ -16,6 +16,7 @@ from app.cli.embedded import use_bound_address_for_pushes
 from app.cli.startup import (
     migrate_or_exit,
     print_dev_banner,
+    refuse_dev_mode_off_loopback,
     refuse_if_port_taken,
     refuse_unless_database_ready,
 )
@@ -43,6 +44,7 @@ def serve(
     import uvicorn
 
     settings = _settings()
+    refuse_dev_mode_off_loopback(settings, host)
     refuse_if_port_taken(host, port)
     if migrate_first if migrate_first is not None else settings.dev_mode:
         migrate_or_exit(settings.database_url, upgrade_to_head)

@@ -1,6 +1,7 @@
 """What ``reminders serve`` checks before anything starts, and what it says in dev mode.
 
-In this order, each refusal one line on stderr and exit 1: the port is free (before any
+In this order, each refusal one line on stderr and exit 1: dev mode listens on loopback only
+(its tokens are published), the port is free (before any
 background work: a second instance must not sweep or dispatch on its way to failing), then
 the database is reachable, exists and is at the migrations' head — waiting up to
 ``REMINDERS_DATABASE_WAIT_SECONDS`` for it when a container starts beside its database.
@@ -9,6 +10,7 @@ the database is reachable, exists and is at the migrations' head — waiting up 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 import time
 from collections.abc import Callable
@@ -26,6 +28,29 @@ from app.settings.secrets import DEV_PUSH_SECRET, dev_token
 _PROBE_SECONDS = 5.0
 _FIRST_PAUSE, _MAX_PAUSE = 0.5, 5.0
 _stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def refuse_dev_mode_off_loopback(settings: Settings, host: str) -> None:
+    """Exit 1 when dev mode (well-known tokens) would listen beyond this machine."""
+    if settings.dev_mode and not is_loopback(host):
+        fail(
+            f"REMINDERS_DEV_MODE=1 listens on loopback only (its tokens are published), not on "
+            f"--host {host}: use --host 127.0.0.1, or set real secrets without dev mode"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``; wildcards (0.0.0.0, ::) are not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: loopback only if every address it has is
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except OSError:
+            return False
+        return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
 def refuse_if_port_taken(host: str, port: int) -> None:

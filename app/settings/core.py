@@ -25,7 +25,14 @@ from app.settings.google import (
 from app.settings.infrai import InfraiSettings, check_infrai_settings
 from app.settings.problems import MissingSecrets, gather
 from app.settings.rabbitmq import RabbitMQSettings
-from app.settings.secrets import DEV_PUSH_SECRET, SECRET_FIELDS, dev_token, is_placeholder
+from app.settings.secrets import (
+    CHOSEN_SECRETS,
+    DEV_PUSH_SECRET,
+    SECRET_FIELDS,
+    dev_token,
+    is_placeholder,
+    strength_checks,
+)
 from app.settings.sqs import SqsSettings, check_sqs_settings
 from app.settings.worker import WorkerSettings
 
@@ -144,10 +151,24 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
                 self._check_embedded_push_timeout,
                 self._check_embedded_visibility,
                 self._check_tracing,
-                self._check_metrics_access,
+                *([] if self.dev_mode else strength_checks(self._chosen_secrets())),
             ]
         )
         return self
+
+    def _chosen_secrets(self) -> list[tuple[str, str]]:
+        """Every credential this deployment chooses itself, by variable (set ones only:
+        missing ones are reported as such)."""
+        named = [(f"REMINDERS_{name.upper()}", getattr(self, name)) for name in CHOSEN_SECRETS]
+        named += [
+            (f"REMINDERS_PUSH_SECRETS (#{position})", secret)
+            for position, secret in enumerate(self.push_secrets, start=1)
+        ]
+        return [
+            (name, secret.get_secret_value())
+            for name, secret in named
+            if not is_placeholder(secret)
+        ]
 
     def _check_timeouts(self) -> None:
         margin = lease_margin(timedelta(seconds=self.lease_seconds)).total_seconds()
@@ -192,14 +213,6 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
                 f"{self.embedded_push_timeout:g} s, or a slow push is redelivered while it is "
                 "still running"
             )
-
-    def _check_metrics_access(self) -> None:
-        if self.dev_mode or self.metrics_public or not is_placeholder(self.metrics_token):
-            return
-        raise ValueError(
-            "REMINDERS_METRICS_TOKEN is empty: set it (scrapers send it as a bearer token), "
-            "or REMINDERS_METRICS_PUBLIC=true to serve /metrics without one"
-        )
 
     def _check_tracing(self) -> None:
         if self.otel_enabled and not OTEL.installed():
@@ -260,6 +273,8 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
         ]
         if not self.push_secrets or any(is_placeholder(s) for s in self.push_secrets):
             missing.append("REMINDERS_PUSH_SECRETS")
+        if not self.metrics_public and is_placeholder(self.metrics_token):
+            missing.append("REMINDERS_METRICS_TOKEN")  # or REMINDERS_METRICS_PUBLIC=true
         if missing:
             raise MissingSecrets(missing)
 

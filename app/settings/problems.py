@@ -14,6 +14,9 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
 DEV_MODE_HINT = "for local use, REMINDERS_DEV_MODE=1 fills every secret with a well-known dev value"
+METRICS_HINT = (
+    "REMINDERS_METRICS_PUBLIC=true serves /metrics without a token (restrict it at the network)"
+)
 
 
 class MissingSecrets(ValueError):
@@ -90,4 +93,6 @@ def explain(problems: ConfigurationProblems) -> list[str]:
         lines = ["configuration errors:", *(f"  {line}" for line in lines)]
     if problems.missing_secrets:
         lines.append(DEV_MODE_HINT)
+    if "REMINDERS_METRICS_TOKEN" in problems.missing_secrets:
+        lines.append(METRICS_HINT)
     return lines

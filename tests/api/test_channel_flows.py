@@ -30,7 +30,7 @@ async def channel_app(clean_database_url, tmp_path: Path, clock, rand, publisher
         clean_database_url,
         tmp_path,
         public_base_url="https://relay.example",
-        unsubscribe_secret=SecretStr("test-unsubscribe-secret"),
+        unsubscribe_secret=SecretStr("test-unsubscribe-secret-7c1e9a3f5b2d8046"),
         webhook_provider="webhook",
         webhook_signing_secret=SecretStr(WEBHOOK_SECRET),
         webhook_allowed_targets=["127.0.0.0/8"],
@@ -51,7 +51,7 @@ async def channel_app(clean_database_url, tmp_path: Path, clock, rand, publisher
 @pytest.fixture
 def container_links():
     """Unsubscribe links as channel_app's service issues them."""
-    return UnsubscribeLinks("https://relay.example", b"test-unsubscribe-secret")
+    return UnsubscribeLinks("https://relay.example", b"test-unsubscribe-secret-7c1e9a3f5b2d8046")
 
 
 async def deliver(client, publisher) -> list[dict]:

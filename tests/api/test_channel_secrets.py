@@ -87,7 +87,7 @@ async def test_smtp_auth_failure_logs_no_password(
             rand,
             publisher,
             email_provider="smtp",
-            unsubscribe_secret=SecretStr("test-unsubscribe-secret"),
+            unsubscribe_secret=SecretStr("test-unsubscribe-secret-7c1e9a3f5b2d8046"),
             smtp_host=server.host,
             smtp_port=server.port,
             smtp_security="starttls",
@@ -118,7 +118,7 @@ async def test_email_api_auth_failure_logs_no_key(
             email_provider="email_api",
             email_api_url=base_url,
             email_api_key=SecretStr(API_KEY),
-            unsubscribe_secret=SecretStr("test-unsubscribe-secret"),
+            unsubscribe_secret=SecretStr("test-unsubscribe-secret-7c1e9a3f5b2d8046"),
         ) as client,
     ):
         answer, record = await fail_once(client, publisher, clock, "email")

@@ -24,10 +24,11 @@ from tests.conftest import PG_ADMIN_URL, _create_pg_database, _drop_pg_database
 
 REMINDERS = str(Path(sys.executable).parent / "reminders")
 SECRETS = {
-    "REMINDERS_API_TOKEN": "t-api-1",
-    "REMINDERS_CRON_TOKEN": "t-cron-1",
-    "REMINDERS_ADMIN_TOKEN": "t-admin-1",
-    "REMINDERS_PUSH_SECRETS": "t-push-1",
+    "REMINDERS_API_TOKEN": "t-api-1-9f3b7d1e5a2c8064b9d1f3a5c7",
+    "REMINDERS_CRON_TOKEN": "t-cron-1-3d7f1b5e9a2c6048d1f3b5a7c9",
+    "REMINDERS_ADMIN_TOKEN": "t-admin-1-7b1f5d9a3e2c8064f3b5d7a9c1",
+    "REMINDERS_PUSH_SECRETS": "t-push-1-5a9e3c7f1b2d6084a5c7e9b1d3",
+    "REMINDERS_METRICS_TOKEN": "t-metrics-1-1c5a9e3f7b2d6084c7e9a1b3d5",
 }
 
 
@@ -73,15 +74,16 @@ def empty_pg_database() -> Iterator[str]:
 
 
 def test_no_secrets_names_every_missing_one_and_dev_mode(tmp_path):
-    """serve without secrets: exit 1, two lines — all four variables at once, then the
-    local way out — and no pydantic boilerplate."""
+    """serve without secrets: exit 1, three lines — all five variables at once, the local way
+    out, the way to open /metrics instead — and no pydantic boilerplate."""
     result = _run(tmp_path, "serve", "--port", str(_free_port()))
     assert result.returncode == 1
     lines = _lines(result.stderr)
-    assert len(lines) == 2, result.stderr
+    assert len(lines) == 3, result.stderr
     for name in SECRETS:
         assert name in lines[0]
     assert "REMINDERS_DEV_MODE=1" in lines[1]
+    assert "REMINDERS_METRICS_PUBLIC=true" in lines[2]
     assert "Value error" not in result.stderr and "pydantic" not in result.stderr
     assert result.stdout == ""
 
@@ -269,3 +271,21 @@ def _poll(url: str, server: subprocess.Popen[str]) -> httpx.Response:
         except httpx.TransportError:
             time.sleep(0.2)
     raise AssertionError(f"{url} did not answer within 60 s")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10"])
+def test_dev_mode_refuses_a_host_beyond_loopback(tmp_path, host):
+    """Dev mode's tokens are published: serving them on a public interface is refused in one
+    line naming --host, before anything binds or starts."""
+    result = _run(
+        tmp_path,
+        "serve",
+        "--host",
+        host,
+        REMINDERS_DEV_MODE="1",
+        REMINDERS_DATABASE_URL=f"sqlite:///{tmp_path / 'dev.db'}",
+    )
+    assert result.returncode == 1
+    [line] = _lines(result.stderr)
+    assert "REMINDERS_DEV_MODE=1 listens on loopback only" in line and f"--host {host}" in line
+    assert "dev-api-token" not in result.stdout + result.stderr

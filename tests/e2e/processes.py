@@ -22,7 +22,10 @@ import httpx
 from tests.support.push import PUSH_SECRET
 
 REMINDERS = str(Path(sys.executable).parent / "reminders")
-API_TOKEN, CRON_TOKEN = "e2e-api-token", "e2e-cron-token"
+API_TOKEN, CRON_TOKEN = (
+    "e2e-api-token-2f7b9d1c5e3a8064b2d9f1",
+    "e2e-cron-token-6d0a4c8e2b9f7135a3c5e7",
+)
 API = {"Authorization": f"Bearer {API_TOKEN}"}
 CRON = {"Authorization": f"Bearer {CRON_TOKEN}"}
 WEBHOOK_SECRET = "whsec_ZTJlLXdlYmhvb2stc2lnbmluZy1zZWNyZXQ="
@@ -43,7 +46,7 @@ def service_env(database_url: str, outbox: Path, **overrides: str) -> dict[str, 
         REMINDERS_PUSH_SECRETS=PUSH_SECRET,
         REMINDERS_API_TOKEN=API_TOKEN,
         REMINDERS_CRON_TOKEN=CRON_TOKEN,
-        REMINDERS_ADMIN_TOKEN="e2e-admin-token",
+        REMINDERS_ADMIN_TOKEN="e2e-admin-token-a9e3c7f1d5b20486c1e3a5",
         REMINDERS_METRICS_TOKEN="test-metrics-token-6a3f1c9e7d5b2a8f0e4c",
         REMINDERS_OUTBOX_DIR=str(outbox),
         REMINDERS_OUTBOX_FSYNC="false",

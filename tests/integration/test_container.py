@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from app.db.migrations import head_revisions
+from tests.support.flow import METRICS
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +208,7 @@ def test_entrypoint_serves_health_readiness_and_merged_metrics(database_url, db_
             response = httpx.post(f"{base}/push/reminders", content=b"{}", timeout=5)
             assert response.status_code == 401
         for _ in range(4):  # whichever worker answers, it reports every worker's counts
-            scraped = httpx.get(f"{base}/metrics", timeout=5).text
+            scraped = httpx.get(f"{base}/metrics", headers=METRICS, timeout=5).text
             assert 'reminders_push_refused_total{reason="unauthenticated"} 12.0' in scraped
             assert "reminders_ledger_up 1.0" in scraped
     finally:

@@ -21,7 +21,7 @@ async def test_lifespan_owns_one_pool_and_closes_it(clean_database_url, tmp_path
         tmp_path,
         email_provider="email_api",
         email_api_key=SecretStr("re_key"),
-        unsubscribe_secret=SecretStr("u-secret"),
+        unsubscribe_secret=SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9"),
         webhook_provider="webhook",
         webhook_signing_secret=SecretStr("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
     )

@@ -22,7 +22,10 @@ URL = "sqlite+aiosqlite:///unused.db"
     [
         ({"email_provider": "smtp"}, "REMINDERS_UNSUBSCRIBE_SECRET"),
         (
-            {"email_provider": "email_api", "unsubscribe_secret": SecretStr("u-secret")},
+            {
+                "email_provider": "email_api",
+                "unsubscribe_secret": SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9"),
+            },
             "REMINDERS_EMAIL_API_KEY",
         ),
         ({"webhook_provider": "webhook"}, "REMINDERS_WEBHOOK_SIGNING_SECRET"),
@@ -48,7 +51,7 @@ def test_dev_mode_fills_channel_secrets(tmp_path: Path):
 def test_registry_builds_the_configured_providers(tmp_path: Path):
     """REMINDERS_EMAIL_PROVIDER / REMINDERS_WEBHOOK_PROVIDER choose the modules."""
     common = {
-        "unsubscribe_secret": SecretStr("u-secret"),
+        "unsubscribe_secret": SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9"),
         "webhook_provider": "webhook",
         "webhook_signing_secret": SecretStr("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
     }
@@ -73,6 +76,11 @@ def test_registry_builds_the_configured_providers(tmp_path: Path):
 )
 def test_a_provider_on_the_wrong_channel_is_refused(tmp_path: Path, overrides, message):
     """An email provider cannot serve webhooks and vice versa."""
-    settings = make_settings(URL, tmp_path, unsubscribe_secret=SecretStr("u"), **overrides)
+    settings = make_settings(
+        URL,
+        tmp_path,
+        unsubscribe_secret=SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9"),
+        **overrides,
+    )
     with pytest.raises(ConfigError, match=message):
         build_providers(settings)

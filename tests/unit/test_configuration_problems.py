@@ -44,7 +44,8 @@ def test_a_url_no_installed_driver_serves_is_refused_in_plain_words(url, monkeyp
 
 
 def test_every_missing_secret_is_named_in_one_line_with_the_dev_mode_hint(monkeypatch):
-    """No secrets at all: one line names the four, the next says how to run locally."""
+    """No secrets at all: one line names the five, the next says how to run locally, the
+    last how to open /metrics without a token instead."""
     with pytest.raises(ConfigurationProblems) as caught:
         read_settings(Settings)
     assert set(caught.value.missing_secrets) == {
@@ -52,10 +53,12 @@ def test_every_missing_secret_is_named_in_one_line_with_the_dev_mode_hint(monkey
         "REMINDERS_CRON_TOKEN",
         "REMINDERS_ADMIN_TOKEN",
         "REMINDERS_PUSH_SECRETS",
+        "REMINDERS_METRICS_TOKEN",
     }
-    first, hint = explain(caught.value)
+    first, hint, metrics = explain(caught.value)
     assert first.startswith("configuration error: ") and "REMINDERS_PUSH_SECRETS" in first
     assert "REMINDERS_DEV_MODE=1" in hint
+    assert "REMINDERS_METRICS_PUBLIC=true" in metrics
 
 
 def test_field_errors_and_cross_checks_are_reported_together(monkeypatch):

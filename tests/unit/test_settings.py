@@ -8,10 +8,14 @@ from pydantic import SecretStr, ValidationError
 from app.settings import SECRET_FIELDS, Settings
 
 GOOD = {
-    "push_secrets": [SecretStr("push-current-7f3a"), SecretStr("push-next-91bc")],
-    "cron_token": SecretStr("cron-token-4d2e"),
-    "api_token": SecretStr("api-token-88a1"),
-    "admin_token": SecretStr("admin-token-0c5f"),
+    "push_secrets": [
+        SecretStr("push-current-7f3a9c1e5b2d8f4a6c0e2b4d"),
+        SecretStr("push-next-91bc3e7a5f1d9b2c6e8a0f4d"),
+    ],
+    "cron_token": SecretStr("cron-token-4d2e8a6c0f9b1d3e5a7c9f1b"),
+    "api_token": SecretStr("api-token-88a1c3e5f7b9d0a2c4e6f8b1"),
+    "admin_token": SecretStr("admin-token-0c5f2a4c6e8b1d3f5a7c9e0b"),
+    "metrics_token": SecretStr("metrics-token-6e0a2c4e8b1d3f5a7c9e1b3d"),
 }
 
 
@@ -32,8 +36,8 @@ def test_production_settings_with_real_secrets_are_accepted():
     settings = build()
     assert not settings.dev_mode
     assert [s.get_secret_value() for s in settings.push_secrets] == [
-        "push-current-7f3a",
-        "push-next-91bc",
+        "push-current-7f3a9c1e5b2d8f4a6c0e2b4d",
+        "push-next-91bc3e7a5f1d9b2c6e8a0f4d",
     ]
 
 
@@ -66,14 +70,23 @@ def test_error_never_echoes_a_real_secret():
     with pytest.raises(ValidationError) as caught:
         build(cron_token=SecretStr("changeme"))
     text = str(caught.value)
-    for value in ("api-token-88a1", "admin-token-0c5f", "push-current-7f3a"):
+    for value in (
+        "api-token-88a1c3e5f7b9d0a2c4e6f8b1",
+        "admin-token-0c5f2a4c6e8b1d3f5a7c9e0b",
+        "push-current-7f3a9c1e5b2d8f4a6c0e2b4d",
+    ):
         assert value not in text
 
 
 def test_secrets_are_not_shown_in_repr():
     """Printing or logging the settings does not reveal a secret."""
     shown = repr(build()) + str(build().model_dump())
-    for value in ("cron-token-4d2e", "api-token-88a1", "admin-token-0c5f", "push-next-91bc"):
+    for value in (
+        "cron-token-4d2e8a6c0f9b1d3e5a7c9f1b",
+        "api-token-88a1c3e5f7b9d0a2c4e6f8b1",
+        "admin-token-0c5f2a4c6e8b1d3f5a7c9e0b",
+        "push-next-91bc3e7a5f1d9b2c6e8a0f4d",
+    ):
         assert value not in shown
 
 
@@ -114,16 +127,20 @@ def test_timeout_rule_applies_in_dev_mode_too():
 
 def test_settings_come_from_the_environment(monkeypatch):
     """REMINDERS_* variables configure the service; push secrets split on commas, in order."""
-    monkeypatch.setenv("REMINDERS_PUSH_SECRETS", " push-current-7f3a , push-next-91bc,")
-    monkeypatch.setenv("REMINDERS_CRON_TOKEN", "cron-token-4d2e")
-    monkeypatch.setenv("REMINDERS_API_TOKEN", "api-token-88a1")
-    monkeypatch.setenv("REMINDERS_ADMIN_TOKEN", "admin-token-0c5f")
+    monkeypatch.setenv(
+        "REMINDERS_PUSH_SECRETS",
+        " push-current-7f3a9c1e5b2d8f4a6c0e2b4d , push-next-91bc3e7a5f1d9b2c6e8a0f4d,",
+    )
+    monkeypatch.setenv("REMINDERS_CRON_TOKEN", "cron-token-4d2e8a6c0f9b1d3e5a7c9f1b")
+    monkeypatch.setenv("REMINDERS_API_TOKEN", "api-token-88a1c3e5f7b9d0a2c4e6f8b1")
+    monkeypatch.setenv("REMINDERS_ADMIN_TOKEN", "admin-token-0c5f2a4c6e8b1d3f5a7c9e0b")
+    monkeypatch.setenv("REMINDERS_METRICS_TOKEN", "metrics-token-6e0a2c4e8b1d3f5a7c9e1b3d")
     monkeypatch.setenv("REMINDERS_LEASE_SECONDS", "90")
     monkeypatch.setenv("REMINDERS_MAX_ATTEMPTS", "5")
     settings = Settings()
     assert [s.get_secret_value() for s in settings.push_secrets] == [
-        "push-current-7f3a",
-        "push-next-91bc",
+        "push-current-7f3a9c1e5b2d8f4a6c0e2b4d",
+        "push-next-91bc3e7a5f1d9b2c6e8a0f4d",
     ]
     assert settings.lease_seconds == 90
     assert settings.max_attempts == 5
@@ -132,9 +149,9 @@ def test_settings_come_from_the_environment(monkeypatch):
 def test_environment_placeholder_is_refused(monkeypatch):
     """A placeholder that arrives through the environment is refused like any other."""
     monkeypatch.setenv("REMINDERS_PUSH_SECRETS", "changeme")
-    monkeypatch.setenv("REMINDERS_CRON_TOKEN", "cron-token-4d2e")
-    monkeypatch.setenv("REMINDERS_API_TOKEN", "api-token-88a1")
-    monkeypatch.setenv("REMINDERS_ADMIN_TOKEN", "admin-token-0c5f")
+    monkeypatch.setenv("REMINDERS_CRON_TOKEN", "cron-token-4d2e8a6c0f9b1d3e5a7c9f1b")
+    monkeypatch.setenv("REMINDERS_API_TOKEN", "api-token-88a1c3e5f7b9d0a2c4e6f8b1")
+    monkeypatch.setenv("REMINDERS_ADMIN_TOKEN", "admin-token-0c5f2a4c6e8b1d3f5a7c9e0b")
     with pytest.raises(ValidationError, match="REMINDERS_PUSH_SECRETS"):
         Settings()
 
