@@ -24,6 +24,7 @@ from app.db.suppressions import DbSuppressionList
 from app.domain.clock import utc_now
 from app.domain.ports import EmailEventSource, PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
+from app.domain.throttle import AuthThrottle
 from app.domain.unsubscribe import UnsubscribeLinks
 from app.observability import instrument_providers
 from app.observability.tracing import enable_tracing, instrument_libraries
@@ -51,6 +52,8 @@ class Container:  # not frozen: tests swap parts (e.g. providers) after building
     ledger_metrics: LedgerMetrics
     # /readyz' own connection: no load on the shared pool can make the probe fail
     readiness_engine: AsyncEngine
+    # failed credential checks per client address and overall (domain/throttle.py)
+    auth_throttle: AuthThrottle
     http: SharedHttp | None = None  # the one pooled outbound HTTP client
     # Provider event webhooks by provider: the only names /events/email/{provider} serves.
     event_sources: Mapping[str, EmailEventSource] = field(default_factory=dict)
@@ -152,6 +155,11 @@ def build_container(
             timeout_seconds=settings.readyz_timeout_seconds,
         ),
         readiness_engine=readiness_engine,
+        auth_throttle=AuthThrottle(
+            per_client=settings.auth_failures_per_client,
+            overall=settings.auth_failures_global,
+            window_seconds=settings.auth_failure_window_seconds,
+        ),
     )
     # Pushed first, so closed last: the engine outlives everything that may still use it.
     container.close_with(engine.dispose)

@@ -184,6 +184,10 @@ def make_settings(database_url: str, tmp_path: Path, **overrides: object) -> Set
         "max_attempts": 3,
         "backoff_base_seconds": 10,
         "backoff_cap_seconds": 600,
+        # Suites that send many wrong credentials on purpose; the throttle's own tests
+        # (tests/api/test_auth_throttle.py) set small budgets.
+        "auth_failures_per_client": 100_000,
+        "auth_failures_global": 100_000,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

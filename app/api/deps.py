@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Annotated
@@ -12,7 +13,10 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.container import Container
-from app.domain.errors import PayloadTooLarge, Unauthenticated
+from app.domain.errors import PayloadTooLarge, TooManyFailedAttempts, Unauthenticated
+from app.observability import record_auth_failure, record_auth_throttled
+
+log = logging.getLogger("reminders.auth")
 
 
 @dataclass
@@ -84,10 +88,41 @@ def token_matches(provided: str | None, expected: SecretStr) -> bool:
     return hmac.compare_digest(provided.encode(), secret.encode())
 
 
+def client_address(request: Request) -> str:
+    """The client's address (the real one behind a trusted proxy: uvicorn's proxy headers)."""
+    return request.client.host if request.client else "unknown"
+
+
+def refuse_if_throttled(request: Request, container: Container, credential: str) -> None:
+    """429 before any comparison when this client failed too many checks lately."""
+    wait = container.auth_throttle.blocked(client_address(request))
+    if wait is not None:
+        record_auth_throttled(credential)
+        raise TooManyFailedAttempts(wait)
+
+
+def failed_check(
+    request: Request, container: Container, credential: str, message: str
+) -> Unauthenticated | TooManyFailedAttempts:
+    """Count, log (never the value tried) and answer a failed check: 401, or 429 over budget."""
+    client = client_address(request)
+    wait = container.auth_throttle.failed(client)
+    log.warning("%s check failed from %s on %s", credential, client, request.url.path)
+    record_auth_failure(credential, throttled=wait is not None)
+    return Unauthenticated(message) if wait is None else TooManyFailedAttempts(wait)
+
+
+def check_bearer(request: Request, container: Container, name: str) -> None:
+    """Let the request through when it carries the ``name`` token; else 401 or 429."""
+    refuse_if_throttled(request, container, name)
+    if not token_matches(bearer_token(request), getattr(container.settings, name)):
+        message = f"a valid bearer token ({name.upper()}) is required"
+        raise failed_check(request, container, name, message)
+
+
 def _require(name: str) -> Callable[[Request, Container], None]:
     def check(request: Request, container: ContainerDep) -> None:
-        if not token_matches(bearer_token(request), getattr(container.settings, name)):
-            raise Unauthenticated(f"a valid bearer token ({name.upper()}) is required")
+        check_bearer(request, container, name)
 
     # FastAPI reads a body before it solves dependencies: app/api/guard.py runs the routes'
     # credential checks (these) before any byte of the body is read.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,6 +17,7 @@ _STATUS: list[tuple[type[errors.ReminderRelayError], int, str]] = [
     (errors.Conflict, 409, "conflict"),
     (errors.InvalidInput, 422, "invalid_input"),
     (errors.Unauthenticated, 401, "unauthenticated"),
+    (errors.TooManyFailedAttempts, 429, "too_many_attempts"),
     (errors.PayloadTooLarge, 413, "payload_too_large"),
     (errors.RequestTimedOut, 408, "request_timeout"),
     (errors.MalformedEvent, 400, "malformed_event"),
@@ -36,6 +38,8 @@ def error_response(error: errors.ReminderRelayError) -> JSONResponse:
             headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
             if status == 503:
                 headers = {"Retry-After": "60"}
+            if isinstance(error, errors.TooManyFailedAttempts):
+                headers = {"Retry-After": str(max(1, math.ceil(error.retry_after)))}
             return JSONResponse(body, status_code=status, headers=headers)
     return JSONResponse({"error": "internal", "message": "internal error"}, status_code=500)
 

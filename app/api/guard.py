@@ -31,7 +31,13 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Match
 
 from app.container import Container
-from app.domain.errors import PayloadTooLarge, ReminderRelayError, RequestTimedOut, Unauthenticated
+from app.domain.errors import (
+    PayloadTooLarge,
+    ReminderRelayError,
+    RequestTimedOut,
+    TooManyFailedAttempts,
+    Unauthenticated,
+)
 
 from .deps import BodyLimit
 from .errors import error_response
@@ -103,7 +109,7 @@ class RequestGuard:
             limit.check_declared(_header(scope, b"content-length"))
             for check in checks:
                 check(Request(scope), container)
-        except (PayloadTooLarge, Unauthenticated) as refusal:
+        except (PayloadTooLarge, Unauthenticated, TooManyFailedAttempts) as refusal:
             await error_response(refusal)(scope, receive, send)
             return
         loop = asyncio.get_running_loop()

@@ -31,14 +31,13 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from app.domain.errors import Unauthenticated
 from app.domain.states import DeadLetterReason
 from app.services.audit import AuditReport
 from app.services.deliverability import DeliverabilityFigures
 from app.services.ledger_metrics import LedgerMetrics
 from app.services.operations import LedgerFigures
 
-from .deps import ContainerDep, bearer_token, token_matches
+from .deps import ContainerDep, check_bearer
 
 router = APIRouter(include_in_schema=False)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -187,9 +186,8 @@ async def metrics(request: Request, container: ContainerDep) -> Response:
     settings = container.settings
     expected = settings.metrics_token
     # Settings refuse an empty token outside dev mode unless the route is declared public.
-    closed = not settings.metrics_public and bool(expected.get_secret_value())
-    if closed and not token_matches(bearer_token(request), expected):
-        raise Unauthenticated("a valid bearer token (METRICS_TOKEN) is required")
+    if not settings.metrics_public and expected.get_secret_value():
+        check_bearer(request, container, "metrics_token")
     ledger = CollectorRegistry(auto_describe=False)
     queues = container.settings.queue_kinds
     embedded = [queue for queue, kind in queues.items() if kind == "embedded"]

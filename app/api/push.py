@@ -27,7 +27,7 @@ from app.domain.states import DeadLetterReason
 from app.observability import record_delivery, record_push_refused
 from app.services.receive import Answer, database_unavailable, quarantine, receive_delivery
 
-from .deps import Container, get_container, read_capped
+from .deps import Container, failed_check, get_container, read_capped
 from .errors import error_response
 from .request_log import LOGGED
 
@@ -62,12 +62,14 @@ async def push(request: Request) -> Response:
         # Signatures and tokens are stamped by the sender's wall clock, so they are checked
         # against the one wall clock, not the container's (which tests move by hand).
         await push_format.authenticate(pushed, now=utc_now().timestamp())
-    except (PayloadTooLarge, Unauthenticated) as error:
+    except PayloadTooLarge as error:
         log.warning("push refused on queue %s: %s", queue[:64], error)
-        record_push_refused(
-            "too_large" if isinstance(error, PayloadTooLarge) else "unauthenticated"
-        )
+        record_push_refused("too_large")
         return error_response(error)
+    except Unauthenticated as error:  # only failures reach the throttle: no cost when valid
+        log.warning("push refused on queue %s: %s", queue[:64], error)
+        record_push_refused("unauthenticated")
+        return error_response(failed_check(request, container, "push", str(error)))
     except AuthenticationUnavailable as error:  # our side failed: the queue must retry (5xx)
         log.error("push on queue %s not verifiable now: %s", queue[:64], error)
         record_push_refused("keys_unavailable")

@@ -41,6 +41,14 @@ class Unauthenticated(ReminderRelayError):
     """Missing or invalid credentials."""
 
 
+class TooManyFailedAttempts(ReminderRelayError):
+    """Too many failed credential checks from this client (or everyone): wait and retry."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__("too many failed credential checks: retry later")
+        self.retry_after = retry_after
+
+
 class AuthenticationUnavailable(ReminderRelayError):
     """The keys to verify this request could not be fetched now; the sender should retry."""
 

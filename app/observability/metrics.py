@@ -190,6 +190,30 @@ def prime_series(channel_queues: Mapping[str, str]) -> None:
             DELIVERIES.labels(queue[:_LABEL_MAX], channel, outcome.value)
 
 
+AUTH_FAILURES = Counter(
+    "reminders_auth_failures_total",
+    "Failed credential checks (wrong or missing token, login, push signature), by credential.",
+    ["credential"],
+)
+AUTH_THROTTLED = Counter(
+    "reminders_auth_throttled_total",
+    "Requests answered 429 because their client (or everyone) failed too many checks.",
+    ["credential"],
+)
+
+
+def record_auth_failure(credential: str, *, throttled: bool) -> None:
+    """Count a failed credential check, and whether it was answered 429."""
+    AUTH_FAILURES.labels(credential).inc()
+    if throttled:
+        AUTH_THROTTLED.labels(credential).inc()
+
+
+def record_auth_throttled(credential: str) -> None:
+    """Count a request refused 429 before its credential was checked."""
+    AUTH_THROTTLED.labels(credential).inc()
+
+
 def record_push_refused(reason: str) -> None:
     """Count a push refused before parsing (the route already logs it)."""
     PUSH_REFUSED.labels(reason).inc()

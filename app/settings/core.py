@@ -114,6 +114,11 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     # once on a small machine take, which killed a worker on every start (issue 23).
     worker_healthcheck_seconds: int = Field(default=30, ge=1)
     admin_session_seconds: float = Field(default=8 * 3600, gt=0)
+    # Failed credential checks (bearer tokens, admin login, push signatures) allowed per
+    # client address and for the whole process in each window; beyond them: 429.
+    auth_failures_per_client: int = Field(default=20, ge=1)
+    auth_failures_global: int = Field(default=200, ge=1)
+    auth_failure_window_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Bearer token of GET /metrics: required outside dev mode unless REMINDERS_METRICS_PUBLIC
     # opens the route (then restrict it at the network).
     metrics_token: SecretStr = SecretStr("")

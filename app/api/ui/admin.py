@@ -18,12 +18,19 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from app.domain.errors import NotFound, Unauthenticated
+from app.domain.errors import NotFound, TooManyFailedAttempts, Unauthenticated
 from app.domain.redrive import DeadLetterFilter, format_age
 from app.services import activity, admin_sessions, dead_letters, discard, operations
 
 from ..dead_letters import redrive_context
-from ..deps import Container, get_container, read_capped, token_matches
+from ..deps import (
+    Container,
+    failed_check,
+    get_container,
+    read_capped,
+    refuse_if_throttled,
+    token_matches,
+)
 from . import chart, session
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
@@ -87,8 +94,12 @@ async def login_form(request: Request) -> Response:
 async def login(request: Request) -> Response:
     """Exchange the admin token for a session cookie."""
     container = get_container(request)
+    refuse_if_throttled(request, container, "admin_login")
     form = await _form(request)
     if not token_matches(form.get("token"), container.settings.admin_token):
+        refusal = failed_check(request, container, "admin_login", "not the admin token")
+        if isinstance(refusal, TooManyFailedAttempts):
+            raise refusal
         return _render(request, "login.html", {"error": "That is not the admin token."}, 401)
     value = session.issue_session(container.settings.admin_token, now=container.clock().timestamp())
     response = RedirectResponse("/admin", status_code=303)
