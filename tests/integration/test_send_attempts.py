@@ -21,7 +21,7 @@ from tests.api.test_audit_api import by_name
 from tests.cli.test_dead_letters_cli import cli_env
 from tests.integration.test_leases import LEASE, message
 from tests.support.dead_letters import ADMIN
-from tests.support.flow import push_message
+from tests.support.flow import push_message, scrape
 from tests.support.ledger_states import NOW, add_customer, add_reminder, add_send
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +69,7 @@ async def test_the_audit_fails_on_a_planted_double_send(client, container, clock
     body = (await client.get("/v1/audit", headers=ADMIN)).json()
     assert body["ok"] is False
     assert by_name(body)["provider_called_twice"]["examples"] == ["twice:email:smtp"]
-    text = (await client.get("/metrics")).text
+    text = await scrape(client)
     assert 'reminders_audit_violations{invariant="provider_called_twice"} 1.0' in text
 
 
