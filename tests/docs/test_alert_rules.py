@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.adapters.queues.embedded import EmbeddedQueuePublisher
 from app.domain.messages import OutgoingMessage
+from tests.support.flow import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
@@ -49,7 +50,8 @@ def documented_alert_expressions() -> list[str]:
 async def exported_names(client, *, declared: bool = False) -> set[str]:
     """The sample names of a fresh service's first scrape (``declared``: also the series of
     every family it declares, such as a labelled histogram nothing has observed yet)."""
-    response = await client.get("/metrics")
+    await client._transport.app.state.container.ledger_metrics.refresh()
+    response = await client.get("/metrics", headers=METRICS)
     assert response.status_code == 200
     names = set()
     for family in text_string_to_metric_families(response.text):
@@ -82,7 +84,8 @@ async def test_every_expression_names_a_metric_exported_from_startup(client, sou
 async def test_alerted_label_values_exist_from_startup(client):
     """The labelled series alerts select on are there before any event of this process
     (at zero in a fresh one; counters are per process, so earlier tests may have counted)."""
-    response = await client.get("/metrics")
+    await client._transport.app.state.container.ledger_metrics.refresh()
+    response = await client.get("/metrics", headers=METRICS)
     for series in (
         'reminders_push_refused_total{reason="unauthenticated"}',
         'reminders_deliveries_total{channel="email",outcome="retry",queue="reminders"}',
@@ -114,7 +117,8 @@ async def test_the_embedded_queue_depth_splits_due_from_delayed(client, containe
     queue = EmbeddedQueuePublisher(container.engine, clock=clock)
     await queue.publish(OutgoingMessage("reminders", {"v": 1, "n": 1}, 0, "due-now"))
     await queue.publish(OutgoingMessage("reminders", {"v": 1, "n": 2}, 3 * 86400, "in-3-days"))
-    response = await client.get("/metrics")
+    await client._transport.app.state.container.ledger_metrics.refresh()
+    response = await client.get("/metrics", headers=METRICS)
     assert 'reminders_embedded_queue_messages{queue="reminders",state="due"} 1.0' in response.text
     assert (
         'reminders_embedded_queue_messages{queue="reminders",state="delayed"} 1.0' in response.text
