@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, exists, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+from app.domain.states import ReminderState, SendState
 
+from . import ledger_rules as rules
 from .queue_tables import queue_messages
 from .tables import dead_letters, reminders, send_records
+from .types import UTCDateTime
 
 r, sr, dl = reminders, send_records, dead_letters
-_FINAL = [state.value for state in FINAL_SEND_STATES]
-_OPEN = [ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value]
 
 
 async def _ids(conn: AsyncConnection, statement: object, limit: int) -> list[str]:
@@ -48,7 +48,7 @@ async def sent_twice(conn: AsyncConnection, *, since: datetime, limit: int) -> l
 async def leases_long_expired(conn: AsyncConnection, *, before: datetime, limit: int) -> list[str]:
     """Send records still ``sending`` whose lease ended before ``before`` ((state, lease) index)."""
     statement = select(sr.c.reminder_id, sr.c.channel, sr.c.provider).where(
-        sr.c.state == SendState.SENDING.value, sr.c.lease_until < before
+        rules.stuck(sr, literal(before, UTCDateTime()))
     )
     return await _ids(conn, statement, limit)
 
@@ -62,12 +62,15 @@ def _channels_where(condition: ColumnElement[bool]) -> ColumnElement[int]:
     )
 
 
-_ALL_FINAL = _channels_where(sr.c.state.in_(_FINAL)) >= func.json_array_length(r.c.channels)
+_ALL_FINAL = rules.all_channels_final(
+    func.json_array_length(r.c.channels),
+    select(rules.final_channels(sr)).where(sr.c.reminder_id == r.c.id).scalar_subquery(),
+)
 
 
 def _final_but_open(now: datetime) -> ColumnElement[bool]:
     # Open reminders already due ((state, due_at) index) whose every channel is final.
-    return and_(r.c.state.in_(_OPEN), r.c.due_at <= now, _ALL_FINAL)
+    return and_(rules.reminder_is_open(r), r.c.due_at <= now, _ALL_FINAL)
 
 
 async def final_but_open(conn: AsyncConnection, *, now: datetime, limit: int) -> list[str]:
@@ -83,7 +86,7 @@ async def settle_final_reminders(conn: AsyncConnection, *, now: datetime, limit:
         return 0
     result = await conn.execute(
         update(r)
-        .where(r.c.id.in_(ids), r.c.state.in_(_OPEN), _ALL_FINAL)
+        .where(r.c.id.in_(ids), rules.reminder_is_open(r), _ALL_FINAL)
         .values(state=ReminderState.DONE.value, done_at=now, updated_at=now)
     )
     return int(result.rowcount)
@@ -96,7 +99,8 @@ async def overdue_without_message(
     nor still carried by a live message: never published (``scheduled``), no ledger row (the
     message never arrived), or ``pending`` with its retry long overdue."""
     live = or_(
-        sr.c.state.in_([*_FINAL, SendState.SENDING.value]),
+        rules.is_final(sr),
+        rules.is_state(sr, SendState.SENDING),
         and_(
             sr.c.state == SendState.PENDING.value,
             or_(sr.c.next_attempt_at.is_(None), sr.c.next_attempt_at >= before),
@@ -106,7 +110,7 @@ async def overdue_without_message(
         r.c.state == ReminderState.SCHEDULED.value,
         _channels_where(live) < func.json_array_length(r.c.channels),
     )
-    statement = select(r.c.id).where(r.c.state.in_(_OPEN), r.c.due_at < before, unsent)
+    statement = select(r.c.id).where(rules.reminder_is_open(r), r.c.due_at < before, unsent)
     return await _ids(conn, statement, limit)
 
 
@@ -117,7 +121,7 @@ async def dead_messages_unrecorded(conn: AsyncConnection, *, limit: int) -> list
     channel = queue_messages.c.payload["channel"].as_string()
     recorded = or_(
         exists().where(
-            sr.c.reminder_id == reminder_id, sr.c.channel == channel, sr.c.state.in_(_FINAL)
+            sr.c.reminder_id == reminder_id, sr.c.channel == channel, rules.is_final(sr)
         ),
         exists().where(
             dl.c.queue == queue_messages.c.queue, dl.c.message_id == queue_messages.c.message_id

@@ -26,8 +26,9 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.catchup import LedgerRow, OverdueReminder
-from app.domain.states import FINAL_SEND_STATES, OPEN_SEND_STATES, ReminderState, SendState
+from app.domain.states import OPEN_SEND_STATES, ReminderState, SendState
 
+from . import ledger_rules as rules
 from .tables import reminders, send_records
 from .types import UTCDateTime
 
@@ -37,14 +38,12 @@ _CUTOFF = bindparam("cutoff", type_=UTCDateTime())
 _LIVE_ROW = exists().where(
     sr.c.reminder_id == r.c.id,
     or_(
-        and_(sr.c.state == SendState.SENDING.value, sr.c.lease_until > _CUTOFF),
+        and_(rules.is_state(sr, SendState.SENDING), ~rules.lease_expired(sr, _CUTOFF)),
         and_(sr.c.state == SendState.PENDING.value, sr.c.next_attempt_at > _CUTOFF),
     ),
 )
 _FINAL_CHANNELS = (
-    select(func.count(sr.c.channel.distinct()))
-    .where(sr.c.reminder_id == r.c.id, sr.c.state.in_([s.value for s in FINAL_SEND_STATES]))
-    .scalar_subquery()
+    select(rules.final_channels(sr)).where(sr.c.reminder_id == r.c.id).scalar_subquery()
 )
 _DUE_AND_QUIET = (
     r.c.due_at <= _CUTOFF,
@@ -54,7 +53,7 @@ _DUE_AND_QUIET = (
 # An enqueued reminder with a channel not final yet: its message may be lost.
 _LOST = and_(
     r.c.state == ReminderState.ENQUEUED.value,
-    func.json_array_length(r.c.channels) > _FINAL_CHANNELS,
+    ~rules.all_channels_final(func.json_array_length(r.c.channels), _FINAL_CHANNELS),
 )
 # A cancelled reminder owes nothing, but a row a worker claimed and never settled (it died
 # before reading the reminder, then the queue gave up) stays 'sending' forever unless one

@@ -10,14 +10,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, inspect, select
+from sqlalchemy import and_, case, func, inspect, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.redrive import SendFilter
-from app.domain.states import ReminderState, SendState
+from app.domain.states import ReminderState
 
+from . import ledger_rules as rules
 from .queue_tables import QueueMessage
 from .tables import dead_letters, reminders, send_records
+from .types import UTCDateTime
 
 sr = send_records
 
@@ -25,7 +27,7 @@ sr = send_records
 def _send_clauses(filters: SendFilter, now: datetime) -> list[Any]:
     clauses: list[Any] = []
     if filters.stuck:
-        clauses += [sr.c.state == SendState.SENDING.value, sr.c.lease_until <= now]
+        clauses.append(rules.stuck(sr, literal(now, UTCDateTime())))
     elif filters.state is not None:
         clauses.append(sr.c.state == filters.state.value)
     for column, value in (
@@ -71,7 +73,7 @@ async def outcome_counts_since(conn: AsyncConnection, since: datetime) -> dict[s
 async def stuck_sends(conn: AsyncConnection, *, now: datetime) -> tuple[int, datetime | None]:
     """How many ``sending`` rows are past their lease, and the oldest expired lease."""
     stmt = select(func.count(), func.min(sr.c.lease_until)).where(
-        sr.c.state == SendState.SENDING.value, sr.c.lease_until <= now
+        rules.stuck(sr, literal(now, UTCDateTime()))
     )
     count, oldest = (await conn.execute(stmt)).one()
     return int(count), as_utc(oldest)

@@ -267,7 +267,10 @@ class PgLedger(CoreLedger):
     ) -> None:
         """``CoreLedger.settle_if_final`` as one raw statement."""
         if SendState(values["state"]) in FINAL_SEND_STATES:
-            await self._fetchrow(SETTLE, reminder.id, len(reminder.channels), now)
+            args = SETTLE.args(
+                reminder_id=reminder.id, channel_count=len(reminder.channels), now=now
+            )
+            await self._fetchrow(SETTLE.sql, *args)
 
     async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         rows = await self._fetch(query, *args)

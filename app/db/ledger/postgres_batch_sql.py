@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+from sqlalchemy import literal_column
 
+from app.domain.states import ReminderState, SendState
+
+from .. import ledger_rules as rules
 from . import repo
+from .postgres_sql import REMINDER_IS_OPEN, all_channels_final, is_final, still_held
 from .rows import VIEW_COLUMNS
 
-_FINAL = ", ".join(f"'{state.value}'" for state in sorted(FINAL_SEND_STATES))
-_OPEN_REMINDER = f"'{ReminderState.SCHEDULED.value}', '{ReminderState.ENQUEUED.value}'"
 _SENDING = SendState.SENDING.value
+# The claimable condition for the existing row ``sr`` at the item's instant.
+_CLAIMABLE = rules.sql_text(
+    rules.claimable(rules.sql_row("sr"), literal_column("excluded.updated_at"))
+)
 
 
 def _columns(alias: str) -> str:
@@ -65,9 +71,7 @@ WITH input AS (
         lease_until = excluded.lease_until,
         first_attempt_at = coalesce(sr.first_attempt_at, excluded.updated_at),
         updated_at = excluded.updated_at
-    WHERE (sr.state = '{SendState.PENDING.value}'
-           AND (sr.next_attempt_at IS NULL OR sr.next_attempt_at <= excluded.updated_at))
-       OR (sr.state = '{_SENDING}' AND sr.lease_until <= excluded.updated_at)
+    WHERE {_CLAIMABLE}
     RETURNING sr.reminder_id, sr.channel, sr.provider, {_columns("sr")}
 ), found AS (
     SELECT true AS claimed, i.n, i.reminder_id, {_columns("c")}
@@ -110,6 +114,12 @@ def finalize_batch_statement(columns: tuple[str, ...]) -> str:
     """
     arrays = ", ".join(f"${i}::{FINALIZE_TYPES[name]}[]" for i, name in enumerate(columns, 6))
     sets = ", ".join(f"{name} = i.{name}" for name in columns)
+    rows_now = """
+            SELECT channel, state FROM send_records
+            WHERE reminder_id = d.reminder_id
+              AND id NOT IN (SELECT id FROM finalized WHERE finalized.reminder_id = d.reminder_id)
+            UNION ALL
+            SELECT channel, state FROM finalized WHERE finalized.reminder_id = d.reminder_id"""
     return f"""
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::text[], $5::int[],
@@ -118,27 +128,18 @@ WITH input AS (
 ), finalized AS (
     UPDATE send_records sr SET lease_until = NULL, updated_at = i.now, {sets}
     FROM (SELECT * FROM input ORDER BY id) AS i
-    WHERE sr.id = i.id AND sr.state = '{_SENDING}' AND sr.attempt_count = i.attempt
+    WHERE sr.id = i.id AND {still_held("sr", "i.attempt")}
     RETURNING sr.id, sr.reminder_id, sr.channel, sr.state
 ), final_reminders AS (
     SELECT DISTINCT ON (f.reminder_id) f.reminder_id, i.channel_count, i.now
     FROM finalized f JOIN input i ON i.id = f.id
-    WHERE f.state IN ({_FINAL})
+    WHERE {is_final("f")}
     ORDER BY f.reminder_id
 ), done AS (
     UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = d.now, updated_at = d.now
     FROM final_reminders d
-    WHERE reminders.id = d.reminder_id AND reminders.state IN ({_OPEN_REMINDER})
-      AND d.channel_count <= (
-        -- FILTER, not WHERE: the reminder's few rows come through the key index
-        SELECT count(DISTINCT channel) FILTER (WHERE state IN ({_FINAL})) FROM (
-            SELECT channel, state FROM send_records
-            WHERE reminder_id = d.reminder_id
-              AND id NOT IN (SELECT id FROM finalized WHERE finalized.reminder_id = d.reminder_id)
-            UNION ALL
-            SELECT channel, state FROM finalized WHERE finalized.reminder_id = d.reminder_id
-        ) AS rows_now
-      )
+    WHERE reminders.id = d.reminder_id AND {REMINDER_IS_OPEN}
+      AND {all_channels_final("d.channel_count", rows_now)}
     RETURNING reminders.id
 )
 SELECT f.id, EXISTS (SELECT 1 FROM done WHERE done.id = f.reminder_id) AS settled

@@ -13,17 +13,47 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, exists, false, select, true, union_all
+from sqlalchemy import (
+    ColumnElement,
+    bindparam,
+    column,
+    exists,
+    false,
+    literal_column,
+    select,
+    table,
+    true,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
-from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+from app.domain.states import ReminderState, SendState
 
+from .. import ledger_rules as rules
 from ..tables import customers, reminders, send_records
 from . import repo
 
-_FINAL = ", ".join(f"'{state.value}'" for state in sorted(FINAL_SEND_STATES))
-_OPEN_REMINDER = f"'{ReminderState.SCHEDULED.value}', '{ReminderState.ENQUEUED.value}'"
+# The rules spliced into the hand-written statements below and in ``postgres_batch_sql``.
+REMINDER_IS_OPEN = rules.sql_text(rules.reminder_is_open(table("reminders", column("state"))))
+
+
+def still_held(row: str, attempt: str) -> str:
+    """``rules.still_held`` for the row ``row`` and the attempt expression ``attempt``."""
+    return rules.sql_text(rules.still_held(rules.sql_row(row), literal_column(attempt)))
+
+
+def is_final(row: str) -> str:
+    """``rules.is_final`` for the row ``row``."""
+    return rules.sql_text(rules.is_final(rules.sql_row(row)))
+
+
+def all_channels_final(channel_count: str, rows: str) -> str:
+    """``rules.all_channels_final``: ``channel_count`` against the final channels among
+    ``rows``, a query returning (channel, state) of one reminder's ledger rows."""
+    final = rules.sql_text(rules.final_channels(rules.sql_row("rows_now")))
+    counted: ColumnElement[Any] = literal_column(f"(SELECT {final} FROM ({rows}) AS rows_now)")
+    return rules.sql_text(rules.all_channels_final(literal_column(channel_count), counted))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,17 +106,8 @@ def _claim_or_read() -> RawStatement:
 CLAIM_OR_READ = _claim_or_read()
 GET_RECORD = RawStatement.compile(repo.GET_RECORD)
 RELEASE = RawStatement.compile(repo.RELEASE_CLAIM.returning(_SR.c.id))
-# ``repo.SETTLE`` by hand (its IN lists do not compile to fixed parameters).
-# Parameters: $1 reminder id, $2 channel count, $3 now.
-SETTLE = f"""
-UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3
-WHERE id = $1 AND state IN ({_OPEN_REMINDER})
-  AND $2 <= (
-    SELECT count(DISTINCT channel) FILTER (WHERE state IN ({_FINAL}))
-    FROM send_records WHERE reminder_id = $1
-  )
-RETURNING id
-"""
+# Parameters by name: reminder_id, channel_count, now.
+SETTLE = RawStatement.compile(repo.SETTLE.returning(reminders.c.id))
 
 # The columns a finalize may set (its values are plain data, never SQL).
 FINALIZE_COLUMNS = frozenset(
@@ -115,24 +136,20 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
     then the values of ``columns`` in order.
     """
     sets = ", ".join(f"{name} = ${index}" for index, name in enumerate(columns, start=6))
+    rows_now = """
+        SELECT channel, state FROM send_records WHERE reminder_id = $4 AND id <> $1
+        UNION ALL
+        SELECT channel, state FROM finalized"""
     return f"""
 WITH finalized AS (
     UPDATE send_records SET lease_until = NULL, updated_at = $3, {sets}
-    WHERE id = $1 AND state = '{SendState.SENDING.value}' AND attempt_count = $2
+    WHERE id = $1 AND {still_held("send_records", "$2")}
     RETURNING channel, state
 ), done AS (
     UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3
-    WHERE id = $4 AND state IN ({_OPEN_REMINDER})
-      AND EXISTS (SELECT 1 FROM finalized WHERE finalized.state IN ({_FINAL}))
-      AND $5 <= (
-        -- FILTER, not WHERE: the reminder's few rows come through the key index; a state
-        -- condition in WHERE let a stale estimate pick the state index and scan every row
-        SELECT count(DISTINCT channel) FILTER (WHERE state IN ({_FINAL})) FROM (
-            SELECT channel, state FROM send_records WHERE reminder_id = $4 AND id <> $1
-            UNION ALL
-            SELECT channel, state FROM finalized
-        ) AS rows_now
-      )
+    WHERE id = $4 AND {REMINDER_IS_OPEN}
+      AND EXISTS (SELECT 1 FROM finalized WHERE {is_final("finalized")})
+      AND {all_channels_final("$5", rows_now)}
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done)

@@ -10,14 +10,15 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.ledger import LedgerKey, SendRecordView
 from app.domain.messages import CustomerView, ReminderView
-from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+from app.domain.states import ReminderState, SendState
 
+from .. import ledger_rules as rules
 from ..tables import customers, reminders, send_records
 from ..types import UTCDateTime
 from .rows import VIEW_COLUMNS, send_context, send_record_view
@@ -53,13 +54,6 @@ def claim_statement(dialect_insert: Any, *, unless: ColumnElement[bool] | None =
         "updated_at",
     ]  # fmt: skip
     stmt = dialect_insert(sr).from_select(columns, source)
-    claimable = or_(
-        and_(
-            sr.c.state == SendState.PENDING.value,
-            or_(sr.c.next_attempt_at.is_(None), sr.c.next_attempt_at <= _NOW),
-        ),
-        and_(sr.c.state == SendState.SENDING.value, sr.c.lease_until <= _NOW),
-    )
     return stmt.on_conflict_do_update(
         index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
         set_={
@@ -69,7 +63,7 @@ def claim_statement(dialect_insert: Any, *, unless: ColumnElement[bool] | None =
             "first_attempt_at": func.coalesce(sr.c.first_attempt_at, stmt.excluded.updated_at),
             "updated_at": stmt.excluded.updated_at,
         },
-        where=claimable,
+        where=rules.claimable(sr, _NOW),
     ).returning(*_VIEW_COLUMNS)
 
 
@@ -147,11 +141,7 @@ async def load_send_context(
     return None if row is None else send_context(reminder_id, row._mapping)
 
 
-_FENCE = and_(
-    sr.c.id == bindparam("record_id"),
-    sr.c.state == SendState.SENDING.value,
-    sr.c.attempt_count == bindparam("attempt"),
-)
+_FENCE = and_(sr.c.id == bindparam("record_id"), rules.still_held(sr, bindparam("attempt")))
 
 
 async def update_claimed_send(
@@ -212,19 +202,16 @@ async def release_claim(conn: AsyncConnection, record: SendRecordView, *, now: d
 
 
 _FINAL_CHANNELS = (
-    select(func.count(sr.c.channel.distinct()))
-    .where(
-        sr.c.reminder_id == bindparam("reminder_id"),
-        sr.c.state.in_([s.value for s in FINAL_SEND_STATES]),
-    )
+    select(rules.final_channels(sr))
+    .where(sr.c.reminder_id == bindparam("reminder_id"))
     .scalar_subquery()
 )
 SETTLE = (
     update(reminders)
     .where(
         reminders.c.id == bindparam("reminder_id"),
-        reminders.c.state.in_([ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value]),
-        bindparam("channel_count") <= _FINAL_CHANNELS,
+        rules.reminder_is_open(reminders),
+        rules.all_channels_final(bindparam("channel_count"), _FINAL_CHANNELS),
     )
     .values(state=ReminderState.DONE.value, done_at=_NOW, updated_at=_NOW)
 )

@@ -1,0 +1,107 @@
+"""The ledger's rules, each written once as a SQL expression over any row and any instant.
+
+The single-row statements (``ledger.repo``), the PostgreSQL gateway's hand-written statements
+(``ledger.postgres_sql``, ``ledger.postgres_batch_sql``), the audit and the catch-up compose these
+instead of restating them: a rule changed here changes everywhere. ``row`` is anything
+with the ledger's columns (``send_records``, an alias, a CTE, or ``sql_row("sr")`` for
+hand-written SQL); ``now`` any SQL expression (a bound parameter, ``$3``,
+``excluded.updated_at``). State names are rendered as literals, so one expression
+compiles to the same text whatever the driver and can be spliced into SQL text
+(``sql_text``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, column, func, literal_column, or_, table
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.expression import TableClause
+
+from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+
+
+def _literal(value: str) -> ColumnElement[Any]:
+    return literal_column(f"'{value}'")
+
+
+def _states(states: list[str]) -> list[ColumnElement[Any]]:
+    return [_literal(state) for state in sorted(states)]
+
+
+FINAL = [state.value for state in FINAL_SEND_STATES]
+OPEN_REMINDER = [ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value]
+
+
+def is_state(row: Any, state: SendState) -> ColumnElement[bool]:
+    """The row is in ``state`` (a literal, so statements keep one text)."""
+    return row.c.state == _literal(state.value)
+
+
+def is_final(row: Any) -> ColumnElement[bool]:
+    """The row will never be sent again: sent, terminal failure or dead."""
+    return row.c.state.in_(_states(FINAL))
+
+
+def reminder_is_open(reminder: Any) -> ColumnElement[bool]:
+    """The reminder may still be delivered (scheduled or enqueued): done and cancelled are not."""
+    return reminder.c.state.in_(_states(OPEN_REMINDER))
+
+
+def lease_expired(row: Any, now: ColumnElement[Any]) -> ColumnElement[bool]:
+    """A claim's lease has run out at ``now``: another worker may take the row over."""
+    return row.c.lease_until <= now
+
+
+def claimable(row: Any, now: ColumnElement[Any]) -> ColumnElement[bool]:
+    """The row may be claimed at ``now``: pending and its retry time reached, or sending
+    with its lease expired (the worker that held it died or gave up)."""
+    return or_(
+        and_(
+            is_state(row, SendState.PENDING),
+            or_(row.c.next_attempt_at.is_(None), row.c.next_attempt_at <= now),
+        ),
+        and_(is_state(row, SendState.SENDING), lease_expired(row, now)),
+    )
+
+
+def stuck(row: Any, now: ColumnElement[Any]) -> ColumnElement[bool]:
+    """Sending with its lease expired at ``now``: a claim nobody finished."""
+    return and_(is_state(row, SendState.SENDING), lease_expired(row, now))
+
+
+def still_held(row: Any, attempt: ColumnElement[Any]) -> ColumnElement[bool]:
+    """The finalize fence: the row is still sending under the claim that made ``attempt``,
+    so a late worker whose row was reclaimed cannot overwrite the newer attempt."""
+    return and_(is_state(row, SendState.SENDING), row.c.attempt_count == attempt)
+
+
+def final_channels(rows: Any) -> ColumnElement[int]:
+    """Aggregate over a reminder's ledger rows: how many of its channels are final.
+
+    FILTER, not WHERE, when composed: the reminder's few rows come through the key index;
+    a state condition in WHERE let a stale estimate pick the state index and scan every
+    row (PostgreSQL)."""
+    return func.count(rows.c.channel.distinct()).filter(is_final(rows))
+
+
+def all_channels_final(channel_count: Any, final_count: Any) -> ColumnElement[bool]:
+    """ "The reminder is done once every channel is final": as many final channels as it has."""
+    return channel_count <= final_count
+
+
+def sql_row(alias: str) -> TableClause:
+    """A ledger row under ``alias`` in hand-written SQL (``sql_text`` renders ``alias.state``)."""
+    return table(
+        alias,
+        *(column(name) for name in ("id", "state", "attempt_count", "lease_until")),
+        *(column(name) for name in ("next_attempt_at", "channel")),
+    )
+
+
+_DIALECT = postgresql.dialect()
+
+
+def sql_text(expression: ColumnElement[Any]) -> str:
+    """An expression as PostgreSQL text, for the gateway's hand-written statements."""
+    return str(expression.compile(dialect=_DIALECT))
