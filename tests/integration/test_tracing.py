@@ -138,7 +138,8 @@ def test_enabled_without_the_extra_is_a_configuration_error(monkeypatch, tmp_pat
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name == "opentelemetry" else real(name, *a),
+        # The extra is the SDK and its exporter (FastAPI itself installs opentelemetry-api).
+        lambda name, *a: None if name.startswith("opentelemetry.") else real(name, *a),
     )
     with pytest.raises(ValidationError, match=r"pip install 'reminder-relay\[otel\]'"):
         make_settings("sqlite+aiosqlite:///x.db", tmp_path, otel_enabled=True)
