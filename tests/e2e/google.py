@@ -84,7 +84,8 @@ class Deployment:
                 ):
                     outcome = sample.labels["outcome"]
                     counts[outcome] = counts.get(outcome, 0) + sample.value
-        return counts
+        # Every outcome's series exists from startup at zero: only the ones that happened.
+        return {outcome: count for outcome, count in counts.items() if count}
 
 
 def google_env(database_url: str, tmp_path: Path, kind: str, emulator: str, **extra: str) -> dict:
