@@ -24,6 +24,7 @@ from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
 from .http import HttpAnswer, SharedHttp, post_capped, raise_if_retryable
+from .mime import require_email_recipient
 
 
 class EmailApiProvider:
@@ -43,10 +44,7 @@ class EmailApiProvider:
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
     ) -> SendResult:
         """POST the email; the provider's id on success, a classified error otherwise."""
-        if not message.recipient:
-            raise PermanentProviderError(
-                "customer has no email address", detail_class="no_recipient"
-            )
+        require_email_recipient(message)
         headers = {
             "Authorization": f"Bearer {self._api_key.get_secret_value()}",
             "Content-Type": "application/json",

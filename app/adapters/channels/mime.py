@@ -9,6 +9,7 @@ from email.policy import EmailPolicy
 from email.utils import format_datetime, parseaddr
 from typing import Any, Literal
 
+from app.domain.errors import PermanentProviderError
 from app.domain.messages import RenderedMessage
 
 DEFAULT_MESSAGE_ID_DOMAIN = "reminder-relay.local"
@@ -113,3 +114,9 @@ def build_email(
     if message.html is not None:
         email.add_alternative(message.html, subtype="html", cte=transfer_encoding(message.html))
     return email
+
+
+def require_email_recipient(message: RenderedMessage) -> None:
+    """Refuse, permanently, an email whose customer has no address (every email provider)."""
+    if not message.recipient:
+        raise PermanentProviderError("customer has no email address", detail_class="no_recipient")

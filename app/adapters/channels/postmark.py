@@ -27,6 +27,7 @@ from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
 from .http import HttpAnswer, SharedHttp, post_capped, raise_if_retryable
+from .mime import require_email_recipient
 
 DEFAULT_URL = "https://api.postmarkapp.com"
 
@@ -55,10 +56,7 @@ class PostmarkProvider:
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
     ) -> SendResult:
         """POST the email; Postmark's ``MessageID`` on success, a classified error else."""
-        if not message.recipient:
-            raise PermanentProviderError(
-                "customer has no email address", detail_class="no_recipient"
-            )
+        require_email_recipient(message)
         headers = {
             "Accept": "application/json",
             "Content-Type": "application/json",

@@ -28,6 +28,7 @@ from app.domain.errors import PermanentProviderError, RateLimitedError, Transien
 from app.domain.messages import RenderedMessage, SendResult
 
 from .http import HttpAnswer, SharedHttp, post_capped, raise_if_retryable, retry_after_seconds
+from .mime import require_email_recipient
 
 DEFAULT_URL = "https://api.sendgrid.com"
 
@@ -49,10 +50,7 @@ class SendGridProvider:
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
     ) -> SendResult:
         """POST the email; SendGrid's ``X-Message-Id`` on success, a classified error else."""
-        if not message.recipient:
-            raise PermanentProviderError(
-                "customer has no email address", detail_class="no_recipient"
-            )
+        require_email_recipient(message)
         headers = {
             "Authorization": f"Bearer {self._key.get_secret_value()}",
             "Content-Type": "application/json",

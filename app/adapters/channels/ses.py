@@ -35,7 +35,7 @@ from app.domain.errors import (
 )
 from app.domain.messages import RenderedMessage, SendResult
 
-from .mime import SMTP_POLICY, build_email
+from .mime import SMTP_POLICY, build_email, require_email_recipient
 
 _THROTTLED = frozenset({"TooManyRequestsException", "LimitExceededException", "Throttling"})
 _ACCOUNT = frozenset(
@@ -72,10 +72,7 @@ class SesProvider:
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
     ) -> SendResult:
         """``SendEmail`` with the raw MIME; SES's ``MessageId`` or a classified error."""
-        if not message.recipient:
-            raise PermanentProviderError(
-                "customer has no email address", detail_class="no_recipient"
-            )
+        require_email_recipient(message)
         raw = build_email(
             message, idempotency_key=idempotency_key, sender=self.sender, now=utc_now()
         )

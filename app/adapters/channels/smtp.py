@@ -37,7 +37,7 @@ from app.domain.clock import utc_now
 from app.domain.errors import PermanentProviderError, ProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 
-from .mime import SMTP_POLICY, SMTPUTF8_POLICY, build_email
+from .mime import SMTP_POLICY, SMTPUTF8_POLICY, build_email, require_email_recipient
 
 Security = Literal["starttls", "tls", "none"]
 Phase = Literal["connect", "auth", "envelope", "recipient", "data"]
@@ -77,10 +77,7 @@ class SmtpProvider:
         self, message: RenderedMessage, *, idempotency_key: str, timeout: float
     ) -> SendResult:
         """Deliver through the SMTP server; the server's queue reply is the request id."""
-        if not message.recipient:
-            raise PermanentProviderError(
-                "customer has no email address", detail_class="no_recipient"
-            )
+        require_email_recipient(message)
         address = smtp_address(message.recipient)
         client = aiosmtplib.SMTP(
             hostname=self.host,
