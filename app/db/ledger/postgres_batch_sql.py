@@ -20,9 +20,11 @@ from .postgres_sql import REMINDER_IS_OPEN, all_channels_final, is_final, still_
 from .rows import VIEW_COLUMNS
 
 _SENDING = SendState.SENDING.value
-# The claimable condition for the existing row ``sr`` at the item's instant.
+# The time the statement waited for its rows (``repo.claim_statement``: ``waited``).
+_WAITED = rules.sql_text(rules.waited_in_statement())
+# The claimable condition for the existing row ``sr`` at the item's instant plus the wait.
 _CLAIMABLE = rules.sql_text(
-    rules.claimable(rules.sql_row("sr"), literal_column("excluded.updated_at"))
+    rules.claimable(rules.sql_row("sr"), literal_column(f"(excluded.updated_at + {_WAITED})"))
 )
 
 
@@ -68,7 +70,7 @@ WITH input AS (
     ON CONFLICT (reminder_id, channel, provider) DO UPDATE SET
         state = '{_SENDING}',
         attempt_count = sr.attempt_count + 1,
-        lease_until = excluded.lease_until,
+        lease_until = excluded.lease_until + {_WAITED},
         first_attempt_at = coalesce(sr.first_attempt_at, excluded.updated_at),
         updated_at = excluded.updated_at
     WHERE {_CLAIMABLE}

@@ -90,7 +90,9 @@ def _claim_or_read() -> RawStatement:
     # no such reminder.
     existing = repo.GET_RECORD.cte("existing")
     already_sent = exists().where(existing.c.state == SendState.SENT.value)
-    claimed = repo.claim_statement(postgresql.insert, unless=already_sent).cte("claimed")
+    claimed = repo.claim_statement(
+        postgresql.insert, unless=already_sent, waited=rules.waited_in_statement()
+    ).cte("claimed")
     found = union_all(
         select(true().label("claimed"), *claimed.c),
         select(false(), *existing.c).where(~exists(select(1).select_from(claimed))),

@@ -28,10 +28,19 @@ _NOW = bindparam("now", type_=UTCDateTime())
 _VIEW_COLUMNS = tuple(sr.c[name] for name in VIEW_COLUMNS)
 
 
-def claim_statement(dialect_insert: Any, *, unless: ColumnElement[bool] | None = None) -> Any:
+def claim_statement(
+    dialect_insert: Any,
+    *,
+    unless: ColumnElement[bool] | None = None,
+    waited: ColumnElement[Any] | None = None,
+) -> Any:
     """The claim in one round trip: insert the row if the reminder exists and the row does
     not, else take it over only if it is claimable. No row back means "not claimed".
-    ``unless``: a condition that skips the insert (the PostgreSQL gateway's "already sent")."""
+    ``unless``: a condition that skips the insert (the PostgreSQL gateway's "already sent").
+    ``waited``: the time the statement waited for the row (``rules.waited_in_statement``,
+    PostgreSQL), added to ``now`` and to the lease. SQLite has none: its one writer takes
+    the database lock before the statement reads anything, and the receiver checks the
+    lease by the process clock (the only clock on one machine) when the claim returns."""
     source: Select[*tuple[Any, ...]] = select(
         bindparam("reminder_id"),
         bindparam("channel"),
@@ -54,21 +63,26 @@ def claim_statement(dialect_insert: Any, *, unless: ColumnElement[bool] | None =
         "updated_at",
     ]  # fmt: skip
     stmt = dialect_insert(sr).from_select(columns, source)
+    # Evaluated once the row is locked: after any wait for it.
+    instant: ColumnElement[Any] = _NOW
+    lease_until: ColumnElement[Any] = stmt.excluded.lease_until
+    if waited is not None:
+        instant, lease_until = _NOW + waited, stmt.excluded.lease_until + waited
     return stmt.on_conflict_do_update(
         index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
         set_={
             "state": SendState.SENDING.value,
             "attempt_count": sr.c.attempt_count + 1,
-            "lease_until": stmt.excluded.lease_until,
+            "lease_until": lease_until,
             "first_attempt_at": func.coalesce(sr.c.first_attempt_at, stmt.excluded.updated_at),
             "updated_at": stmt.excluded.updated_at,
         },
-        where=rules.claimable(sr, _NOW),
+        where=rules.claimable(sr, instant),
     ).returning(*_VIEW_COLUMNS)
 
 
 _CLAIM = {
-    "postgresql": claim_statement(postgresql.insert),
+    "postgresql": claim_statement(postgresql.insert, waited=rules.waited_in_statement()),
     "sqlite": claim_statement(sqlite.insert),
 }
 
