@@ -83,6 +83,13 @@ COMMANDS: dict[str, Entry] = {
     "embedded-dead": Entry(
         "embedded_dead", "app", "The embedded queue's dead list: messages it gave up on."
     ),
+    "move-embedded": Entry(
+        "queue_move",
+        "move_embedded_command",
+        "Move the messages waiting in the embedded queue onto the queue now configured for "
+        "their channel, each with the delay it has left (run it once after changing "
+        "REMINDERS_QUEUE away from embedded; running it again moves what arrived since).",
+    ),
     "setup": Entry(
         "setup",
         "setup_command",

@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.processes import REMINDERS, Process, service_env, wait_until
 from tests.support.flow import put_customer, put_reminder, sweep
-from tests.support.sqs_fixtures import REGION
+from tests.support.pull_queues import KINDS, broker_publisher, pull_queue_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,26 +40,10 @@ async def audit_after(clean_database_url: str):
     assert violations == {}
 
 
-@pytest.fixture(params=["rabbitmq", "sqs"])
+@pytest.fixture(params=KINDS)
 def pull_queue(request) -> tuple[str, str, dict[str, str]]:
     """(kind, queue name, the worker's variables) for each pull queue kind."""
-    if request.param == "rabbitmq":
-        url = request.getfixturevalue("rabbit_url")
-        queue = request.getfixturevalue("rabbit_queue")
-        return (
-            "rabbitmq",
-            queue,
-            {"REMINDERS_RABBITMQ_URL": url, "REMINDERS_RABBITMQ_MAX_DELAY_SECONDS": "8"},
-        )
-    endpoint = request.getfixturevalue("sqs_endpoint")
-    queue = request.getfixturevalue("sqs_queue")
-    return "sqs", queue, {
-        "REMINDERS_SQS_ENDPOINT_URL": endpoint,
-        "REMINDERS_SQS_REGION": REGION,
-        "REMINDERS_SQS_MAX_RECEIVE_COUNT": "20",
-        "REMINDERS_WORKER_VISIBILITY_TIMEOUT_SECONDS": "12",
-        "REMINDERS_WORKER_WAIT_SECONDS": "1",
-    }  # fmt: skip
+    return pull_queue_for(request)
 
 
 @pytest.fixture
@@ -71,16 +55,9 @@ def settings(settings, pull_queue):
 @pytest.fixture
 async def publisher(pull_queue, settings):
     """The real publisher of the kind, so the sweep publishes into the broker."""
-    from app.adapters.queues.registry import build_publisher, close_publisher
+    from app.adapters.queues.registry import close_publisher
 
-    kind, _, variables = pull_queue
-    configured = settings.model_copy(update={"queue": kind})
-    if kind == "rabbitmq":
-        configured.rabbitmq.max_delay_seconds = 8
-    else:
-        configured.sqs.endpoint_url = variables["REMINDERS_SQS_ENDPOINT_URL"]
-        configured.sqs.region = REGION
-    built = build_publisher(configured)
+    built = broker_publisher(pull_queue, settings)
     yield built
     await close_publisher(built)
 
