@@ -69,13 +69,12 @@ def waited_in_statement() -> ColumnElement[Any]:
     """PostgreSQL: how long the running statement has waited so far, in whole seconds
     (``clock_timestamp()`` minus the statement's arrival, ``statement_timestamp()``).
 
-    A claim adds it to its caller's instant where the instant matters: the claimable check
-    and the new lease, both evaluated after the row lock is taken. A claim that waited on
-    a lock or a stalled server then judges the old lease by the time it took the row and
-    gets a full lease from then, not one that ended while it waited (which a redelivery
-    queued behind it would reclaim at once). Only the wait is the database's: the instant
-    stays the caller's (injected clocks keep working) and waits under a second count 0
-    (inside the receiver's lease margin, and exact values stay exact in tests)."""
+    A claim adds it to the new lease (evaluated after the row lock is taken): a claim that
+    waited on a lock or a stalled server gets a full lease from when it took the row, not
+    one that ended while it waited (which a redelivery queued behind it would reclaim at
+    once). Only the wait is the database's: the instant stays the caller's (injected
+    clocks keep working) and waits under a second count 0 (inside the receiver's lease
+    margin, and exact values stay exact in tests)."""
     return literal_column(
         "date_trunc('second', clock_timestamp() - statement_timestamp())", type_=Interval()
     )

@@ -19,7 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import create_engine
 from app.db.ledger import CoreLedger, LedgerGateway, PgLedger, ledger_for
 from app.db.tables import send_records
-from tests.integration.test_ledger_gateways import EMAIL, NOW, seed, waiting_for_a_lock
+from tests.integration.test_ledger_gateways import (
+    EMAIL,
+    NOW,
+    SENT,
+    seed,
+    the_reminder,
+    waiting_for_a_lock,
+)
 
 pytestmark = pytest.mark.anyio
 LEASE = timedelta(seconds=2)
@@ -75,3 +82,47 @@ async def test_a_claim_that_waited_past_its_lease_holds_a_full_lease(gateway, en
     assert not refused.claimed
     assert refused.record is not None
     assert refused.record.attempt_count == claimed.record.attempt_count
+
+
+async def test_a_claim_waiting_ahead_of_the_holders_finalize_does_not_take_over(gateway, engine):
+    """The holder's finalize and a redelivery's claim both wait for a row lock held past
+    the lease, the claim ahead in line: the claim is refused (the lease was live when it
+    was asked for) and the finalize commits. Judged by the time the claim took the row, it
+    would take over a send the provider already accepted (a second provider call)."""
+    await seed(engine)
+    held = await gateway.claim_or_read(EMAIL, now=NOW, lease_until=NOW + LEASE)
+    assert held.claimed and held.record is not None
+    later = NOW + timedelta(seconds=1)
+    async with engine.connect() as locker:
+        await locker.execute(select(send_records.c.id).with_for_update())
+        redelivery = asyncio.create_task(
+            gateway.claim_or_read(EMAIL, now=later, lease_until=later + LEASE)
+        )
+        await until_waiting(engine, 1)
+        finalize = asyncio.create_task(
+            gateway.finalize_send(held.record, await the_reminder(engine), now=later, values=SENT)
+        )
+        await until_waiting(engine, 2)
+        await asyncio.sleep(HELD_SECONDS)
+        await locker.commit()
+    refused = await redelivery
+    await finalize
+    assert not refused.claimed
+    async with engine.connect() as conn:
+        state = (await conn.execute(select(send_records.c.state))).scalar_one()
+    assert state == "sent"
+
+
+async def until_waiting(engine: AsyncEngine, sessions: int) -> None:
+    """Until ``sessions`` sessions of this database wait for a lock."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        async with engine.connect() as conn:
+            result = await conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+            if result.scalar_one() >= sessions:
+                return
+        assert asyncio.get_running_loop().time() < deadline, "nobody waited for the lock"
+        await asyncio.sleep(0.01)

@@ -20,12 +20,13 @@ from .postgres_sql import REMINDER_IS_OPEN, all_channels_final, is_final, still_
 from .rows import VIEW_COLUMNS
 
 _SENDING = SendState.SENDING.value
-# The time the statement waited for its rows (``repo.claim_statement``: ``waited``).
-_WAITED = rules.sql_text(rules.waited_in_statement())
-# The claimable condition for the existing row ``sr`` at the item's instant plus the wait.
+# The claimable condition for the existing row ``sr`` at the item's instant.
 _CLAIMABLE = rules.sql_text(
-    rules.claimable(rules.sql_row("sr"), literal_column(f"(excluded.updated_at + {_WAITED})"))
+    rules.claimable(rules.sql_row("sr"), literal_column("excluded.updated_at"))
 )
+# The time the statement waited for its rows, added to the new lease
+# (``repo.claim_statement``: ``waited``).
+_WAITED = rules.sql_text(rules.waited_in_statement())
 
 
 def _columns(alias: str) -> str:

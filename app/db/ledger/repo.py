@@ -38,7 +38,7 @@ def claim_statement(
     not, else take it over only if it is claimable. No row back means "not claimed".
     ``unless``: a condition that skips the insert (the PostgreSQL gateway's "already sent").
     ``waited``: the time the statement waited for the row (``rules.waited_in_statement``,
-    PostgreSQL), added to ``now`` and to the lease. SQLite has none: its one writer takes
+    PostgreSQL), added to the new lease. SQLite has none: its one writer takes
     the database lock before the statement reads anything, and the receiver checks the
     lease by the process clock (the only clock on one machine) when the claim returns."""
     source: Select[*tuple[Any, ...]] = select(
@@ -63,11 +63,13 @@ def claim_statement(
         "updated_at",
     ]  # fmt: skip
     stmt = dialect_insert(sr).from_select(columns, source)
-    # Evaluated once the row is locked: after any wait for it.
-    instant: ColumnElement[Any] = _NOW
+    # Evaluated once the row is locked, after any wait for it: the new lease runs from
+    # then. The claimable check keeps the instant the claim was asked for: a lease still
+    # live then is not taken over because the claim waited (its holder's finalize may be
+    # waiting for the same lock, behind this claim).
     lease_until: ColumnElement[Any] = stmt.excluded.lease_until
     if waited is not None:
-        instant, lease_until = _NOW + waited, stmt.excluded.lease_until + waited
+        lease_until = stmt.excluded.lease_until + waited
     return stmt.on_conflict_do_update(
         index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
         set_={
@@ -77,7 +79,7 @@ def claim_statement(
             "first_attempt_at": func.coalesce(sr.c.first_attempt_at, stmt.excluded.updated_at),
             "updated_at": stmt.excluded.updated_at,
         },
-        where=rules.claimable(sr, instant),
+        where=rules.claimable(sr, _NOW),
     ).returning(*_VIEW_COLUMNS)
 
 
