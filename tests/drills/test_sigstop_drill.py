@@ -1,0 +1,164 @@
+"""Drill of issue 19, point 4: a ``reminders serve`` process SIGSTOPped past its lease after
+it claimed, counted at the providers (aiosmtpd's DATA by Message-ID, the webhook
+endpoint's POSTs by webhook-id).
+
+Two real ``reminders serve`` processes, A and B, on PostgreSQL, a 10 s lease. 20 reminders x
+(email, webhook) are pushed to A while the attempts' history is locked (``LOCK TABLE
+send_attempts``), so A claims every send and then waits: the claims are committed, no
+provider called yet. A is stopped (SIGSTOP), the lock goes, the leases run out; the queue
+redelivers to B (the drill pushes the same messages), which sends each. Then A is continued
+(SIGCONT): it must not call a provider (its leases are over: busy), and nothing answers 500.
+
+Finding 3 of the issue: a process SIGSTOPped past its lease sent 22 s after another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import signal
+import time
+
+import httpx
+import pytest
+from sqlalchemy import func, select, text
+
+from app.db.engine import create_engine
+from app.db.tables import send_records
+from tests.e2e.processes import free_port, serve, service_env, wait_healthy, wait_until
+from tests.support.channel_servers import WebhookSink, smtp_server
+from tests.support.channel_servers import serve as serve_app
+from tests.support.ledger_states import seed_enqueued
+from tests.support.push import envelope, signed
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
+
+COUNT = 20
+CHANNELS = ("email", "webhook")
+LEASE_SECONDS = 10
+UNSUBSCRIBE_SECRET = "u7Qk2Zp9Xw4Rt6Ly1Nb8Vc3Hd5Jf0GsM2aE"
+
+
+async def test_a_process_stopped_past_its_lease_does_not_send(
+    db_backend, clean_database_url, tmp_path
+):
+    """Every send once at the providers, by B; A, continued, sends nothing; no 500."""
+    if db_backend != "postgresql":
+        pytest.skip("two serve processes share PostgreSQL")
+    engine = create_engine(clean_database_url)
+    sink = WebhookSink()
+    try:
+        with smtp_server() as smtp:
+            async with serve_app(sink.app()) as sink_url:
+                ids = await seed_enqueued(
+                    engine, COUNT, channels=CHANNELS, email="ada@example.com",
+                    webhook_url=f"{sink_url}/hook",
+                )  # fmt: skip
+                env = service_env(
+                    clean_database_url, tmp_path / "outbox",
+                    REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="false",
+                    REMINDERS_EMAIL_PROVIDER="smtp", REMINDERS_SMTP_HOST=smtp.host,
+                    REMINDERS_SMTP_PORT=str(smtp.port), REMINDERS_SMTP_SECURITY="none",
+                    REMINDERS_LEASE_SECONDS=str(LEASE_SECONDS),
+                    REMINDERS_USEFULNESS_GRACE_SECONDS=str(10**9),
+                    REMINDERS_UNSUBSCRIBE_SECRET=UNSUBSCRIBE_SECRET,
+                )  # fmt: skip
+                figures = await _drill(engine, env, tmp_path, ids)
+        emails = collections.Counter(m["Message-ID"] for m in smtp.handler.messages)
+        hooks = collections.Counter(r["headers"]["webhook-id"] for r in sink.received)
+        figures.update(
+            emails=len(emails), webhooks=len(hooks),
+            emails_twice=sum(1 for n in emails.values() if n > 1),
+            webhooks_twice=sum(1 for n in hooks.values() if n > 1),
+        )  # fmt: skip
+        async with engine.connect() as conn:
+            sent = select(func.count()).where(send_records.c.state == "sent")
+            figures["recorded_sent"] = (await conn.execute(sent)).scalar_one()
+    finally:
+        await engine.dispose()
+    print("drill figures:", figures)
+    assert figures["a_5xx_other_than_503"] == 0 and figures["b_500"] == 0
+    assert figures["a_sent"] == 0, "the stopped process sent after its lease"
+    assert (figures["emails"], figures["webhooks"]) == (COUNT, COUNT)
+    assert (figures["emails_twice"], figures["webhooks_twice"]) == (0, 0)
+    assert figures["recorded_sent"] == COUNT * len(CHANNELS)
+
+
+async def _drill(engine, env, tmp_path, ids: list[str]) -> dict:
+    port_a, port_b = free_port(), free_port()
+    a = serve(env, port_a, tmp_path / "a.log").start()
+    b = serve(env, port_b, tmp_path / "b.log").start()
+    messages = [(rid, channel) for rid in ids for channel in CHANNELS]
+    started = time.monotonic()
+    try:
+        await wait_healthy(f"http://127.0.0.1:{port_a}", a)
+        await wait_healthy(f"http://127.0.0.1:{port_b}", b)
+        async with httpx.AsyncClient(timeout=120) as client:
+            async with engine.connect() as locker:
+                await locker.execute(text("LOCK TABLE send_attempts IN SHARE MODE"))
+                to_a = [
+                    asyncio.create_task(_push(client, port_a, rid, channel))
+                    for rid, channel in messages
+                ]
+
+                async def all_claimed() -> bool:
+                    return await _sending(engine) == len(messages)
+
+                await wait_until(all_claimed, timeout=60, what="A's claims", processes=(a,))
+                a.signal(signal.SIGSTOP)
+                stopped_at = time.monotonic()
+                await locker.commit()
+            lease_over = await _last_lease_end(engine)
+            b_answers = await _deliver_all(client, port_b, messages, lease_over)
+            b_done = time.monotonic()
+            a.signal(signal.SIGCONT)
+            a_answers = [await task for task in to_a]
+    finally:
+        a.signal(signal.SIGCONT)
+        a.stop()
+        b.stop()
+    outcomes = collections.Counter(body.get("outcome") for _, body in a_answers)
+    return {
+        "stopped_s": b_done - stopped_at, "total_s": time.monotonic() - started,
+        "a_answers": dict(collections.Counter(status for status, _ in a_answers)),
+        "a_outcomes": dict(outcomes), "a_sent": outcomes["sent"],
+        "a_5xx_other_than_503": sum(1 for s, _ in a_answers if s >= 500 and s != 503),
+        "b_answers": dict(b_answers), "b_500": b_answers[500],
+    }  # fmt: skip
+
+
+async def _push(client: httpx.AsyncClient, port: int, rid: str, channel: str):
+    raw, headers = signed(envelope(rid, channel, message_id=f"{rid}:{channel}"))
+    answer = await client.post(
+        f"http://127.0.0.1:{port}/push/reminders", content=raw, headers=headers
+    )
+    return answer.status_code, answer.json()
+
+
+async def _deliver_all(client, port: int, messages, lease_over: float) -> collections.Counter:
+    """Push every message to B until each is acknowledged (the queue redelivering)."""
+    statuses: collections.Counter[int] = collections.Counter()
+    waiting = list(messages)
+    deadline = time.time() + 60
+    await asyncio.sleep(max(0.0, lease_over - time.time()))
+    while waiting:
+        assert time.time() < deadline, f"B never acknowledged {waiting[:3]}"
+        answers = await asyncio.gather(*(_push(client, port, *m) for m in waiting))
+        statuses.update(status for status, _ in answers)
+        waiting = [m for m, (status, _) in zip(waiting, answers, strict=True) if status != 200]
+        if waiting:
+            await asyncio.sleep(1)
+    return statuses
+
+
+async def _sending(engine) -> int:
+    async with engine.connect() as conn:
+        statement = select(func.count()).where(send_records.c.state == "sending")
+        return int((await conn.execute(statement)).scalar_one())
+
+
+async def _last_lease_end(engine) -> float:
+    """When the last of A's leases ends (epoch seconds)."""
+    async with engine.connect() as conn:
+        latest = (await conn.execute(select(func.max(send_records.c.lease_until)))).scalar_one()
+    return float(latest.timestamp())
