@@ -34,7 +34,7 @@ from .api import (
 )
 from .api.errors import install_error_handlers
 from .api.guard import RequestGuard
-from .api.openapi import install_openapi
+from .api.openapi import install_openapi, operation_id
 from .api.operations import install_operations
 
 
@@ -89,7 +89,12 @@ def create_app(
                 stack.push_async_callback(start_embedded_work(built).stop)
             yield
 
-    app = FastAPI(title="reminder-relay", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="reminder-relay",
+        version="0.1.0",
+        lifespan=lifespan,
+        generate_unique_id_function=operation_id,
+    )
     install_error_handlers(app)
     app.add_middleware(
         RequestGuard,

@@ -11,7 +11,7 @@ from app.services.audit import run_audit
 from .answers import AuditAnswer
 from .deps import ConnectionDep, ContainerDep, require_admin_token
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)], tags=["operations"])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)], tags=["audit"])
 
 
 @router.get("/audit", response_model=None, responses={200: {"model": AuditAnswer}})

@@ -37,7 +37,7 @@ from .reminders import (
     webhook_refusals,
 )
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)])
 
 MAX_BATCH_ITEMS = 1000
 # 1,000 items of a few hundred bytes each fit many times over; a batch whose items carry
@@ -110,22 +110,15 @@ class BatchAnswer(BaseModel):
     counts: dict[str, int]
 
 
-def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
-    """The schema with its ``$defs`` references replaced by the definitions themselves."""
-    if isinstance(node, dict):
-        if "$ref" in node:
-            return _inline_refs(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
-        return {key: _inline_refs(value, defs) for key, value in node.items() if key != "$defs"}
-    if isinstance(node, list):
-        return [_inline_refs(value, defs) for value in node]
-    return node
+# The bodies the routes read themselves (after authentication), so FastAPI cannot infer
+# them: documented by reference, their schemas added to the document's components by
+# openapi.py (a generated client then names them CustomerBatch, not after the route).
+BODY_MODELS: tuple[type[BaseModel], ...] = (CustomerBatch, ReminderBatch)
 
 
 def _documented_body(model: type[BaseModel]) -> dict[str, Any]:
-    # The route reads the body itself (after authentication), so FastAPI cannot infer it.
-    schema = model.model_json_schema()
-    content = {"application/json": {"schema": _inline_refs(schema, schema.get("$defs", {}))}}
-    return {"requestBody": {"required": True, "content": content}}
+    schema = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 async def _read_items(request: Request) -> list[Any]:
@@ -238,6 +231,7 @@ async def _register(request: Request, container: ContainerDep, kind: str) -> Res
 
 @router.post(
     "/customers:batch",
+    tags=["customers"],
     response_class=JSONResponse,
     responses={200: {"model": BatchAnswer}},
     openapi_extra=_documented_body(CustomerBatch),
@@ -249,6 +243,7 @@ async def put_customers_batch(request: Request, container: ContainerDep) -> Resp
 
 @router.post(
     "/reminders:batch",
+    tags=["reminders"],
     response_class=JSONResponse,
     responses={200: {"model": BatchAnswer}},
     openapi_extra=_documented_body(ReminderBatch),

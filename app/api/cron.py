@@ -12,7 +12,7 @@ from app.observability import record_sweep
 from .answers import SweepAnswer
 from .deps import ContainerDep, bearer_token, read_capped, token_matches
 
-router = APIRouter()
+router = APIRouter(tags=["sweep"])
 _MAX_CRON_BODY = 4096
 
 
@@ -42,7 +42,7 @@ async def _token_in_body(request: Request) -> str | None:
         502: {"model": SweepAnswer, "description": "the queue refused a batch (error set)"},
     },
 )
-async def cron_sweep(request: Request, container: ContainerDep) -> JSONResponse:
+async def run_sweep(request: Request, container: ContainerDep) -> JSONResponse:
     """Run one bounded sweep; 200 with the report, 502 when the queue refused a batch."""
     expected = container.settings.cron_token
     if not (

@@ -25,7 +25,7 @@ from .operator_answers import (
     documented,
 )
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)], tags=["operations"])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)])
 
 Status = Literal["open", "redriven", "all"]
 _REDRIVEN = {"open": False, "redriven": True, "all": None}
@@ -101,7 +101,7 @@ def _page(page: service.Page) -> dict[str, Any]:
     return jsonable_encoder({"items": page.items, "next_cursor": page.next_cursor})
 
 
-@router.get("/dead-letters", **documented(DeadLetterPage))
+@router.get("/dead-letters", tags=["dead-letters"], **documented(DeadLetterPage))
 async def list_dead_letters(
     conn: ConnectionDep,
     container: ContainerDep,
@@ -118,7 +118,10 @@ async def list_dead_letters(
 
 
 @router.get(
-    "/dead-letters/summary", response_model=None, responses={200: {"model": DeadLetterSummary}}
+    "/dead-letters/summary",
+    tags=["dead-letters"],
+    response_model=None,
+    responses={200: {"model": DeadLetterSummary}},
 )
 async def summarize_dead_letters(conn: ConnectionDep, container: ContainerDep) -> dict[str, Any]:
     """Open dead letters grouped by reason and error class, with the oldest age."""
@@ -127,9 +130,12 @@ async def summarize_dead_letters(conn: ConnectionDep, container: ContainerDep) -
 
 
 @router.post(
-    "/dead-letters/redrive", response_model=None, responses={200: {"model": RedriveReport}}
+    "/dead-letters/redrive",
+    tags=["dead-letters"],
+    response_model=None,
+    responses={200: {"model": RedriveReport}},
 )
-async def redrive_by_filter(body: RedriveByFilter, container: ContainerDep) -> dict[str, Any]:
+async def redrive_dead_letters(body: RedriveByFilter, container: ContainerDep) -> dict[str, Any]:
     """Redrive every open dead letter matching the filters (``dry_run`` to preview)."""
     report = await service.redrive_dead_letters(
         redrive_context(container), body.to_filter(), dry_run=body.dry_run, limit=body.limit
@@ -139,10 +145,11 @@ async def redrive_by_filter(body: RedriveByFilter, container: ContainerDep) -> d
 
 @router.get(
     "/dead-letters/{dead_letter_id}",
+    tags=["dead-letters"],
     response_model=None,
     responses={200: {"model": DeadLetterShown}},
 )
-async def show_dead_letter(
+async def get_dead_letter(
     dead_letter_id: RowId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
     """One dead letter with its send record, ledger history and redrive preview."""
@@ -154,6 +161,7 @@ async def show_dead_letter(
 
 @router.post(
     "/dead-letters/{dead_letter_id}/redrive",
+    tags=["dead-letters"],
     response_model=None,
     responses={200: {"model": RedriveReport}},
 )
@@ -167,7 +175,7 @@ async def redrive_dead_letter(
     return jsonable_encoder(report.to_json())
 
 
-@router.get("/sends", **documented(SendPage))
+@router.get("/sends", tags=["sends"], **documented(SendPage))
 async def list_sends(
     conn: ConnectionDep,
     container: ContainerDep,
@@ -193,6 +201,7 @@ async def list_sends(
 
 @router.post(
     "/sends/{send_record_id}/redrive",
+    tags=["sends"],
     response_model=None,
     responses={200: {"model": RedriveReport}},
 )

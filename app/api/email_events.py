@@ -51,7 +51,7 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/{provider}", response_model=None, responses=_ANSWERS)
-async def receive_events(provider: str, request: Request, container: ContainerDep) -> Any:
+async def receive_email_events(provider: str, request: Request, container: ContainerDep) -> Any:
     """Authenticate one provider post, then apply its events (idempotent)."""
     source = container.event_sources.get(provider)
     if source is None:

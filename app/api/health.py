@@ -17,7 +17,7 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=None, responses={200: {"model": HealthAnswer}})
-async def healthz() -> dict[str, str]:
+async def get_health() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
@@ -35,7 +35,7 @@ async def healthz_head() -> Response:
         503: {"model": ReadinessAnswer, "description": "not ready, with the reason and fix"},
     },
 )
-async def readyz(container: ContainerDep) -> JSONResponse:
+async def get_readiness(container: ContainerDep) -> JSONResponse:
     """Ready when the database answers and its schema is at the migrations' head; otherwise
     503 with the same one-line reason (and fix) that ``reminders serve`` gives."""
     # A short bound: a load balancer's probe must not hang on a stuck pool or network.
@@ -54,4 +54,4 @@ async def readyz(container: ContainerDep) -> JSONResponse:
 @router.head("/readyz", include_in_schema=False)
 async def readyz_head(container: ContainerDep) -> Response:
     """``/readyz`` for probes that send HEAD: its status, no body."""
-    return Response(status_code=(await readyz(container)).status_code)
+    return Response(status_code=(await get_readiness(container)).status_code)

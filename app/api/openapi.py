@@ -5,6 +5,11 @@ FastAPI documents what it can infer. The rest is added here, once, from the rout
 themselves: each route's credential check gives its security scheme (so ``/docs`` has a
 working Authorize button) and its 401; every error is the body ``errors.py`` writes
 (``{"error", "message", "fields"}``), never FastAPI's ``{"detail"}``.
+
+A generated client is named from this document, so the names are chosen: each operation's
+id is its route function's name (``put_customer``, ``list_reminders``; unique, checked when
+the document is built), each operation is tagged with the one resource it acts on (the
+client's modules), and every schema is a named component (no names made from paths).
 """
 
 from __future__ import annotations
@@ -19,8 +24,27 @@ from pydantic import BaseModel, Field
 
 from app.adapters.rendering import Renderer
 
+from .batch import BODY_MODELS
 from .deps import require_admin_token, require_api_token
 from .push import PUSH_PATH, PushAnswer, push_operation
+
+# The resources, in the order /docs lists them; every operation carries exactly one.
+TAGS: list[dict[str, str]] = [
+    {"name": "customers", "description": "Who reminders go to, and how (API token)."},
+    {"name": "reminders", "description": "One-off reminders and their sends (API token)."},
+    {"name": "schedules", "description": "Recurring reminders in a time zone (API token)."},
+    {"name": "templates", "description": "The kinds of reminder, and previews (API token)."},
+    {"name": "sweep", "description": "The cron target: publish due reminders (cron token)."},
+    {"name": "dead-letters", "description": "Sends that gave up; redrive (admin token)."},
+    {"name": "sends", "description": "The ledger's send records (admin token)."},
+    {"name": "queues", "description": "The embedded queue's dead messages (admin token)."},
+    {"name": "audit", "description": "The ledger's invariants, checked now (admin token)."},
+    {"name": "suppressions", "description": "Addresses no email goes to (admin token)."},
+    {"name": "health", "description": "Liveness and readiness probes (no credential)."},
+    {"name": "events", "description": "Email providers' delivery events (signed by each)."},
+    {"name": "unsubscribe", "description": "The recipient's pages (a signed link)."},
+    {"name": "push", "description": "Where the queue delivers (signed per queue format)."},
+]
 
 SCHEMES: dict[str, dict[str, str]] = {
     "ApiToken": {"description": "REMINDERS_API_TOKEN: the application's routes"},
@@ -59,6 +83,11 @@ _ERRORS = {
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
 
+def operation_id(route: APIRoute) -> str:
+    """A route's operation id: its function's name (FastAPI's default appends the path)."""
+    return route.name
+
+
 def install_openapi(app: FastAPI) -> None:
     """Serve the completed document as the app's ``/openapi.json`` (built once)."""
 
@@ -69,6 +98,7 @@ def install_openapi(app: FastAPI) -> None:
                 version=app.version,
                 description=app.description,
                 routes=app.routes,
+                tags=TAGS,
             )
             complete(schema, app, kinds=_kinds(app))
             app.openapi_schema = schema
@@ -92,7 +122,9 @@ def complete(schema: dict[str, Any], app: FastAPI, *, kinds: list[str]) -> None:
     schemas = components.setdefault("schemas", {})
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
-    schemas |= _model_schemas(ErrorBody) | _model_schemas(PushAnswer)
+    models: tuple[type[BaseModel], ...] = (ErrorBody, PushAnswer, *BODY_MODELS)
+    for model in models:
+        _add_schemas(schemas, model)
     schema["paths"][PUSH_PATH] = {"post": push_operation()}
     for context in iter_route_contexts(app.routes):  # routes of included routers too
         route = context.route
@@ -103,12 +135,19 @@ def complete(schema: dict[str, Any], app: FastAPI, *, kinds: list[str]) -> None:
                     _complete_operation(operation, route, method)
     _document_errors(schema["paths"][PUSH_PATH]["post"], ["401", "404", "413"])
     _name_kinds(schemas, schema["paths"], kinds)
+    _check_operation_ids(schema["paths"])
 
 
-def _model_schemas(model: type[BaseModel]) -> dict[str, Any]:
+def _add_schemas(schemas: dict[str, Any], model: type[BaseModel]) -> None:
+    # Replaces FastAPI's serialization-mode copy where a route also answers with the model.
     found = model.model_json_schema(ref_template="#/components/schemas/{model}")
-    nested = found.pop("$defs", {})
-    return {model.__name__: found, **nested}
+    schemas |= {model.__name__: found, **found.pop("$defs", {})}
+
+
+def _check_operation_ids(paths: dict[str, Any]) -> None:
+    ids = [operation["operationId"] for item in paths.values() for operation in item.values()]
+    if duplicates := sorted({name for name in ids if ids.count(name) > 1}):
+        raise RuntimeError(f"operation ids used twice: {', '.join(duplicates)} (rename a route)")
 
 
 def _complete_operation(operation: dict[str, Any], route: APIRoute, method: str) -> None:

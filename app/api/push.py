@@ -208,8 +208,8 @@ def push_operation() -> dict[str, Any]:
     answer = {"schema": {"$ref": "#/components/schemas/PushAnswer"}}
     return {
         "tags": ["push"],
-        "summary": "Push",
-        "operationId": "push",
+        "summary": "Receive Push",
+        "operationId": "receive_push",
         "description": _PUSH_DESCRIPTION,
         "parameters": [
             {"name": "queue", "in": "path", "required": True, "schema": {"type": "string"}}

@@ -17,7 +17,7 @@ from .operator_answers import DeadMessagePage, DeadMessagesRedriven, documented
 router = APIRouter(
     prefix="/v1/queues/embedded",
     dependencies=[Depends(require_admin_token)],
-    tags=["operations"],
+    tags=["queues"],
 )
 
 

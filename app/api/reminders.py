@@ -28,7 +28,7 @@ from .answers import CustomerOut, ReminderOut, ReminderPage, ReminderPut, Remind
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, EmailAddress, Instant, SmallData
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["reminders"])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)])
 
 Channel = Literal["email", "webhook"]
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
@@ -143,7 +143,7 @@ def _customer_out(customer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@router.put("/customers/{customer_id}", response_model=CustomerOut)
+@router.put("/customers/{customer_id}", response_model=CustomerOut, tags=["customers"])
 async def put_customer(
     customer_id: ResourceId, body: CustomerIn, container: ContainerDep
 ) -> dict[str, Any]:
@@ -159,14 +159,18 @@ async def put_customer(
         return _customer_out(customer)
 
 
-@router.get("/customers/{customer_id}", response_model=CustomerOut)
+@router.get("/customers/{customer_id}", response_model=CustomerOut, tags=["customers"])
 async def get_customer(customer_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
     """One customer."""
     return _customer_out(await customers.get_customer(conn, customer_id))
 
 
-@router.delete("/customers/{customer_id}/unsubscribes/{channel}", response_model=CustomerOut)
-async def resubscribe(
+@router.delete(
+    "/customers/{customer_id}/unsubscribes/{channel}",
+    response_model=CustomerOut,
+    tags=["customers"],
+)
+async def resubscribe_customer(
     customer_id: ResourceId, channel: Channel, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
     """Re-subscribe: clear the recipient's own unsubscribe from a channel (idempotent).
@@ -181,6 +185,7 @@ async def resubscribe(
 @router.put(
     "/reminders/{reminder_id}",
     response_model=ReminderPut,
+    tags=["reminders"],
     responses={201: {"model": ReminderPut, "description": "created"}},
 )
 async def put_reminder(
@@ -199,13 +204,13 @@ async def put_reminder(
     return answer | {"warnings": reminder_warnings(values, container, now=now)}
 
 
-@router.get("/reminders/{reminder_id}", response_model=ReminderOut)
+@router.get("/reminders/{reminder_id}", response_model=ReminderOut, tags=["reminders"])
 async def get_reminder(reminder_id: ResourceId, conn: ConnectionDep) -> dict[str, Any]:
     """A reminder with its per-channel send records."""
     return jsonable_encoder(await service.get_reminder(conn, reminder_id))
 
 
-@router.delete("/reminders/{reminder_id}", response_model=ReminderOut)
+@router.delete("/reminders/{reminder_id}", response_model=ReminderOut, tags=["reminders"])
 async def cancel_reminder(
     reminder_id: ResourceId, conn: ConnectionDep, container: ContainerDep
 ) -> dict[str, Any]:
@@ -214,7 +219,7 @@ async def cancel_reminder(
     return jsonable_encoder(await service.get_reminder(conn, reminder_id))
 
 
-@router.get("/reminders", response_model=ReminderPage)
+@router.get("/reminders", response_model=ReminderPage, tags=["reminders"])
 async def list_reminders(
     conn: ConnectionDep,
     customer_id: IdFilter = None,

@@ -15,7 +15,7 @@ from .deps import ConnectionDep, ContainerDep, require_admin_token
 from .inputs import ApiModel, Text
 from .operator_answers import documented
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)], tags=["operations"])
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_admin_token)], tags=["suppressions"])
 
 Email = Annotated[str, Path(min_length=3, max_length=MAX_ADDRESS_LENGTH)]
 _EXAMPLE: dict[str, Any] = {
@@ -78,7 +78,7 @@ async def list_suppressions(
 
 
 @router.get("/suppressions/{email}", **documented(SuppressionRow))
-async def show_suppression(email: Email, conn: ConnectionDep) -> dict[str, Any]:
+async def get_suppression(email: Email, conn: ConnectionDep) -> dict[str, Any]:
     """One suppressed address, with why and since when."""
     return jsonable_encoder(await service.show_suppression(conn, email))
 

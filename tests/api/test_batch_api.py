@@ -193,10 +193,16 @@ async def test_a_full_batch_of_1000_registers_every_item(client, clock, customer
 
 
 async def test_openapi_documents_both_batch_bodies(client):
-    """The batch routes read their body themselves; the schema still shows it."""
+    """The batch routes read their body themselves; the schema still shows it, as named
+    components (CustomerBatch of CustomerItem, ReminderBatch of ReminderItem)."""
     spec = (await client.get("/openapi.json")).json()
+    components = spec["components"]["schemas"]
     for noun, required in (("customers", "id"), ("reminders", "due_at")):
         body = spec["paths"][f"/v1/{noun}:batch"]["post"]["requestBody"]
-        schema = body["content"]["application/json"]["schema"]
-        assert required in schema["properties"]["items"]["items"]["required"]
-        assert schema["properties"]["items"]["maxItems"] == MAX_BATCH_ITEMS
+        ref = body["content"]["application/json"]["schema"]["$ref"]
+        name = noun[:-1].capitalize()
+        assert ref == f"#/components/schemas/{name}Batch"
+        items = components[f"{name}Batch"]["properties"]["items"]
+        assert items["items"] == {"$ref": f"#/components/schemas/{name}Item"}
+        assert required in components[f"{name}Item"]["required"]
+        assert items["maxItems"] == MAX_BATCH_ITEMS

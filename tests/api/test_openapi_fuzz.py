@@ -38,12 +38,13 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-CREDENTIAL_BY_TAG = {"operations": ADMIN_TOKEN, "reminders": API_TOKEN, "schedules": API_TOKEN}
+CREDENTIAL_BY_SCHEME = {"ApiToken": API_TOKEN, "AdminToken": ADMIN_TOKEN, "CronToken": CRON_TOKEN}
 
 
 def _fuzz(operation, base_url: str, mode: GenerationMode) -> None:
-    tags = operation.tags or []
-    token = CREDENTIAL_BY_TAG.get(tags[0], API_TOKEN) if tags else CRON_TOKEN
+    # The credential the operation declares (routes with none ignore the header).
+    schemes = [name for entry in operation.definition.raw.get("security", []) for name in entry]
+    token = CREDENTIAL_BY_SCHEME[schemes[0]] if schemes else API_TOKEN
 
     @settings(
         max_examples=EXAMPLES_PER_OPERATION,

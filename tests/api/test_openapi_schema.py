@@ -14,10 +14,75 @@ from tests.support.flow import API
 
 ERROR_REF = "#/components/schemas/ErrorBody"
 SCHEME_BY_TAG = {
+    "customers": "ApiToken",
     "reminders": "ApiToken",
     "schedules": "ApiToken",
     "templates": "ApiToken",
-    "operations": "AdminToken",
+    "sweep": "CronToken",
+    "dead-letters": "AdminToken",
+    "sends": "AdminToken",
+    "queues": "AdminToken",
+    "audit": "AdminToken",
+    "suppressions": "AdminToken",
+}
+# The public names a generated client is built from: one per operation, chosen (never
+# FastAPI's path-derived default), grouped by the resource they act on.
+OPERATIONS = {
+    "customers": {
+        "put_customer": "PUT /v1/customers/{customer_id}",
+        "get_customer": "GET /v1/customers/{customer_id}",
+        "resubscribe_customer": "DELETE /v1/customers/{customer_id}/unsubscribes/{channel}",
+        "put_customers_batch": "POST /v1/customers:batch",
+    },
+    "reminders": {
+        "put_reminder": "PUT /v1/reminders/{reminder_id}",
+        "get_reminder": "GET /v1/reminders/{reminder_id}",
+        "cancel_reminder": "DELETE /v1/reminders/{reminder_id}",
+        "list_reminders": "GET /v1/reminders",
+        "put_reminders_batch": "POST /v1/reminders:batch",
+    },
+    "schedules": {
+        "put_schedule": "PUT /v1/schedules/{schedule_id}",
+        "get_schedule": "GET /v1/schedules/{schedule_id}",
+        "delete_schedule": "DELETE /v1/schedules/{schedule_id}",
+        "list_schedules": "GET /v1/schedules",
+        "pause_schedule": "POST /v1/schedules/{schedule_id}/pause",
+        "resume_schedule": "POST /v1/schedules/{schedule_id}/resume",
+    },
+    "templates": {
+        "list_templates": "GET /v1/templates",
+        "preview_template": "POST /v1/templates/{kind}/preview",
+    },
+    "sweep": {"run_sweep": "POST /cron/sweep"},
+    "dead-letters": {
+        "list_dead_letters": "GET /v1/dead-letters",
+        "summarize_dead_letters": "GET /v1/dead-letters/summary",
+        "redrive_dead_letters": "POST /v1/dead-letters/redrive",
+        "get_dead_letter": "GET /v1/dead-letters/{dead_letter_id}",
+        "redrive_dead_letter": "POST /v1/dead-letters/{dead_letter_id}/redrive",
+    },
+    "sends": {
+        "list_sends": "GET /v1/sends",
+        "redrive_send": "POST /v1/sends/{send_record_id}/redrive",
+    },
+    "queues": {
+        "list_dead_messages": "GET /v1/queues/embedded/dead",
+        "redrive_dead_messages": "POST /v1/queues/embedded/dead/redrive",
+    },
+    "audit": {"get_audit": "GET /v1/audit"},
+    "suppressions": {
+        "list_suppressions": "GET /v1/suppressions",
+        "get_suppression": "GET /v1/suppressions/{email}",
+        "put_suppression": "PUT /v1/suppressions/{email}",
+        "delete_suppression": "DELETE /v1/suppressions/{email}",
+    },
+    "health": {"get_health": "GET /healthz", "get_readiness": "GET /readyz"},
+    "events": {"receive_email_events": "POST /events/email/{provider}"},
+    "unsubscribe": {
+        "confirm_unsubscribe": "GET /unsubscribe/{token}",
+        "unsubscribe": "POST /unsubscribe/{token}",
+    },
+    "push": {"receive_push": "POST /push/{queue}"},
 }
 
 
@@ -45,8 +110,8 @@ def test_each_credential_is_a_bearer_scheme_on_its_routes(schema):
         "CronToken": "bearer",
     }
     for label, operation in _operations(schema):
-        tag = (operation.get("tags") or [None])[0]
-        expected = SCHEME_BY_TAG.get(tag) or ("CronToken" if "/cron/" in label else None)
+        [tag] = operation["tags"]
+        expected = SCHEME_BY_TAG.get(tag)
         if expected is None:
             assert "security" not in operation, label
             continue
@@ -54,6 +119,23 @@ def test_each_credential_is_a_bearer_scheme_on_its_routes(schema):
         assert operation["responses"]["401"]["content"]["application/json"]["schema"] == {
             "$ref": ERROR_REF
         }, label
+
+
+def test_each_operation_has_its_chosen_id_and_one_resource_tag(schema):
+    """Operation ids are the chosen verb_noun names (unique, so a generated client has one
+    function per operation), each operation carries exactly its resource's tag, and every
+    tag is described in the document's tag list, in that order."""
+    found: dict[str, dict[str, str]] = {}
+    ids = []
+    for label, operation in _operations(schema):
+        [tag] = operation["tags"]
+        found.setdefault(tag, {})[operation["operationId"]] = label
+        ids.append(operation["operationId"])
+    assert len(ids) == len(set(ids)), sorted(ids)
+    assert found == OPERATIONS
+    listed = [tag["name"] for tag in schema["tags"]]
+    assert listed == list(OPERATIONS)
+    assert all(tag["description"] for tag in schema["tags"])
 
 
 def test_errors_are_our_body_never_fastapis_detail(schema):
