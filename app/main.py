@@ -32,6 +32,7 @@ from .api import (
     templates,
     unsubscribe,
 )
+from .api.docs import install_docs
 from .api.errors import install_error_handlers
 from .api.guard import RequestGuard
 from .api.openapi import install_openapi, operation_id
@@ -94,6 +95,8 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
+        docs_url=None,  # install_docs: the same pages, from installed assets (no CDN)
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.add_middleware(
@@ -126,6 +129,7 @@ def create_app(
         app.include_router(module.router)
     install_operations(app)
     install_openapi(app)
+    install_docs(app)
     if chosen is not None and chosen.otel_enabled:
         instrument_app(app, enable_tracing())
     return app
