@@ -15,6 +15,16 @@ from .inputs import StoredData
 
 Channel = Literal["email", "webhook"]
 ReminderStateName = Literal["scheduled", "enqueued", "done", "cancelled"]
+# domain.states.DeliverySummary: what a done reminder's channels came to.
+DeliveryName = Literal["delivered", "partially_delivered", "undelivered", "withheld"]
+ChannelDeliveryName = Literal["delivered", "undelivered", "withheld"]
+DELIVERY_DESCRIPTION = (
+    "set once the reminder is done (null before, and when cancelled): delivered (every channel "
+    "meant to go out was accepted by a provider), partially_delivered (some channels accepted, "
+    "some failed), undelivered (none accepted, at least one failed: dead letter, permanent "
+    "failure, or expired), withheld (nothing sent on purpose: every channel suppressed, opted "
+    "out or withdrawn)"
+)
 
 _AT = "2026-12-01T09:00:00+00:00"
 # Answers give instants as ISO 8601 with "+00:00", as before the models existed (pydantic
@@ -123,6 +133,7 @@ _REMINDER_EXAMPLE: dict[str, Any] = {
     "enqueued_message_ids": None,
     "cancelled_at": None,
     "done_at": None,
+    "delivery": None,
     "created_at": _AT,
     "updated_at": _AT,
 }
@@ -148,6 +159,7 @@ class ReminderRow(BaseModel):
     enqueued_message_ids: list[str] | None
     cancelled_at: At | None
     done_at: At | None
+    delivery: DeliveryName | None = Field(default=None, description=DELIVERY_DESCRIPTION)
     created_at: At
     updated_at: At
 
@@ -156,17 +168,29 @@ class ReminderOut(ReminderRow):
     """A reminder with its per-channel send records."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [_REMINDER_EXAMPLE | {"send_records": []}]}
+        json_schema_extra={
+            "examples": [_REMINDER_EXAMPLE | {"send_records": [], "delivery_by_channel": {}}]
+        }
     )
 
     send_records: list[SendRecordOut] = Field(default_factory=list)
+    delivery_by_channel: dict[str, ChannelDeliveryName] = Field(
+        default_factory=dict,
+        description="each channel whose sending has ended: delivered (a provider accepted "
+        "it), undelivered (it failed) or withheld (not sent on purpose); a channel still "
+        "being sent is absent",
+    )
 
 
 class ReminderPut(ReminderOut):
     """A reminder after a PUT, with warnings about what was accepted."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [_REMINDER_EXAMPLE | {"send_records": [], "warnings": []}]}
+        json_schema_extra={
+            "examples": [
+                _REMINDER_EXAMPLE | {"send_records": [], "delivery_by_channel": {}, "warnings": []}
+            ]
+        }
     )
 
     warnings: list[ReminderWarning] = Field(

@@ -10,7 +10,8 @@ With ``PROMETHEUS_MULTIPROC_DIR`` set, the counters and histograms of every work
 are merged (prometheus-client multiprocess mode).
 
 Every series an alert in docs/operations.md (and deploy/prometheus/alerts.yml) reads exists
-from the first scrape: open dead letters at zero for each reason, the embedded queue's depth
+from the first scrape: open dead letters at zero for each reason, reminders settled in the
+last 24 h at zero for each delivery summary, the embedded queue's depth
 at zero for each configured queue and state (``due``: deliverable now, ``delayed``: held
 back by a delay, a retry's backoff or a delivery in flight, ``dead``), and the labelled
 counters primed at startup (``metrics.prime_series``). ``process_*`` come from the worker
@@ -31,7 +32,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from app.domain.states import DeadLetterReason
+from app.domain.states import DeadLetterReason, DeliverySummary
 from app.services.audit import AuditReport
 from app.services.deliverability import DeliverabilityFigures
 from app.services.ledger_metrics import LedgerMetrics
@@ -155,6 +156,14 @@ def _ledger_metrics(figures: LedgerFigures, embedded_queues: tuple[str, ...]) ->
         "Schedules that could not be materialized; sweeps skip them until fixed.",
         figures.broken_schedules,
     )
+    settled = GaugeMetricFamily(
+        "reminders_settled_24h",
+        "Reminders that became done in the last 24 h, by what their channels came to.",
+        labels=["delivery"],
+    )
+    for summary in sorted({*DeliverySummary, *figures.settled_24h}):
+        settled.add_metric([summary], figures.settled_24h.get(summary, 0))
+    yield settled
     if figures.queue_depth is not None:
         depth = GaugeMetricFamily(
             "reminders_embedded_queue_messages",

@@ -24,7 +24,15 @@ from app.services import customers, listing, unsubscribe
 from app.services import reminders as service
 from app.services.customers import CustomerChange
 
-from .answers import CustomerOut, ReminderOut, ReminderPage, ReminderPut, ReminderStateName
+from .answers import (
+    DELIVERY_DESCRIPTION,
+    CustomerOut,
+    DeliveryName,
+    ReminderOut,
+    ReminderPage,
+    ReminderPut,
+    ReminderStateName,
+)
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, EmailAddress, Instant, SmallData
 
@@ -230,8 +238,11 @@ async def list_reminders(
     due_before: Annotated[Instant | None, Query(description="due_at before")] = None,
     limit: Limit = listing.DEFAULT_LIMIT,
     cursor: Cursor = None,
+    delivery: Annotated[DeliveryName | None, Query(description=DELIVERY_DESCRIPTION)] = None,
 ) -> dict[str, Any]:
     """Reminders in (due_at, id) order, filtered, one page at a time (no send records)."""
-    filters = listing.ReminderFilters(customer_id, state, kind, schedule_id, due_after, due_before)
+    filters = listing.ReminderFilters(
+        customer_id, state, kind, schedule_id, due_after, due_before, delivery
+    )
     page = await listing.list_reminders(conn, filters, cursor=cursor, limit=limit)
     return {"items": page.items, "next_cursor": page.next_cursor}

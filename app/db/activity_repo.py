@@ -59,7 +59,7 @@ async def find_reminders(conn: AsyncConnection, term: str, *, limit: int) -> lis
     (exact, as stored), newest due first."""
     by_email = select(customers.c.id).where(customers.c.email == term)
     stmt = (
-        select(r.c.id, r.c.customer_id, r.c.kind, r.c.state, r.c.due_at, r.c.channels)
+        select(r.c.id, r.c.customer_id, r.c.kind, r.c.state, r.c.delivery, r.c.due_at, r.c.channels)
         .where(or_(r.c.id == term, r.c.customer_id == term, r.c.customer_id.in_(by_email)))
         .order_by(r.c.due_at.desc(), r.c.id)
         .limit(limit)

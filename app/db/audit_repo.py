@@ -68,6 +68,9 @@ _ALL_FINAL = rules.all_channels_final(
 )
 
 
+_DELIVERY = select(rules.delivery_summary(sr)).where(sr.c.reminder_id == r.c.id).scalar_subquery()
+
+
 def _final_but_open(now: datetime) -> ColumnElement[bool]:
     # Open reminders already due ((state, due_at) index) whose every channel is final.
     return and_(rules.reminder_is_open(r), r.c.due_at <= now, _ALL_FINAL)
@@ -87,7 +90,7 @@ async def settle_final_reminders(conn: AsyncConnection, *, now: datetime, limit:
     result = await conn.execute(
         update(r)
         .where(r.c.id.in_(ids), rules.reminder_is_open(r), _ALL_FINAL)
-        .values(state=ReminderState.DONE.value, done_at=now, updated_at=now)
+        .values(state=ReminderState.DONE.value, delivery=_DELIVERY, done_at=now, updated_at=now)
     )
     return int(result.rowcount)
 

@@ -14,11 +14,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Interval, and_, column, func, literal_column, or_, table
+from sqlalchemy import (
+    ColumnElement,
+    Interval,
+    and_,
+    case,
+    column,
+    func,
+    literal_column,
+    or_,
+    table,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.expression import TableClause
 
-from app.domain.states import FINAL_SEND_STATES, ReminderState, SendState
+from app.domain.states import (
+    FINAL_SEND_STATES,
+    WITHHELD_OUTCOMES,
+    DeliverySummary,
+    ReminderState,
+    SendState,
+)
 
 
 def _literal(value: str) -> ColumnElement[Any]:
@@ -31,6 +47,7 @@ def _states(states: list[str]) -> list[ColumnElement[Any]]:
 
 FINAL = [state.value for state in FINAL_SEND_STATES]
 OPEN_REMINDER = [ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value]
+WITHHELD = [outcome.value for outcome in WITHHELD_OUTCOMES]
 
 
 def is_state(row: Any, state: SendState) -> ColumnElement[bool]:
@@ -105,12 +122,70 @@ def all_channels_final(channel_count: Any, final_count: Any) -> ColumnElement[bo
     return channel_count <= final_count
 
 
+def is_withheld(row: Any) -> ColumnElement[bool]:
+    """The row ended without a send on purpose (opted out, suppressed, channel withdrawn):
+    not a failure to deliver. Never NULL, so its negation is safe in a FILTER."""
+    return and_(
+        is_state(row, SendState.TERMINAL_FAILURE),
+        func.coalesce(row.c.outcome, _literal("")).in_(_states(WITHHELD)),
+    )
+
+
+def delivered_channels(rows: Any) -> ColumnElement[int]:
+    """Aggregate over a reminder's ledger rows: how many of its channels a provider accepted."""
+    return func.count(rows.c.channel.distinct()).filter(is_state(rows, SendState.SENT))
+
+
+def tried_channels(rows: Any) -> ColumnElement[int]:
+    """Aggregate: how many of its channels have a final row that is not withheld (sent or
+    failed). Every delivered channel is counted here too, so ``tried - delivered`` is the
+    number of channels that were meant to go out and did not (a failed provider followed by
+    an accepting one counts as delivered)."""
+    return func.count(rows.c.channel.distinct()).filter(and_(is_final(rows), ~is_withheld(rows)))
+
+
+_ZERO: ColumnElement[int] = literal_column(
+    "0"
+)  # a literal, not a bound parameter: spliced as text too
+
+
+def _summary(delivered: ColumnElement[int], tried: ColumnElement[int]) -> ColumnElement[str]:
+    return case(
+        (
+            tried == delivered,
+            case(
+                (delivered > _ZERO, _literal(DeliverySummary.DELIVERED.value)),
+                else_=_literal(DeliverySummary.WITHHELD.value),
+            ),
+        ),
+        (delivered > _ZERO, _literal(DeliverySummary.PARTIALLY_DELIVERED.value)),
+        else_=_literal(DeliverySummary.UNDELIVERED.value),
+    )
+
+
+def delivery_summary(rows: Any) -> ColumnElement[str]:
+    """Aggregate over a settled reminder's ledger rows: its ``DeliverySummary`` (delivered,
+    partially_delivered, undelivered or withheld), written where the reminder settles."""
+    return _summary(delivered_channels(rows), tried_channels(rows))
+
+
+def channel_delivery(rows: Any) -> ColumnElement[str]:
+    """Aggregate over one channel's final rows: delivered, undelivered or withheld."""
+    sent = func.count().filter(is_state(rows, SendState.SENT))
+    tried = func.count().filter(~is_withheld(rows))
+    return case(
+        (sent > _ZERO, _literal(DeliverySummary.DELIVERED.value)),
+        (tried > _ZERO, _literal(DeliverySummary.UNDELIVERED.value)),
+        else_=_literal(DeliverySummary.WITHHELD.value),
+    )
+
+
 def sql_row(alias: str) -> TableClause:
     """A ledger row under ``alias`` in hand-written SQL (``sql_text`` renders ``alias.state``)."""
     return table(
         alias,
         *(column(name) for name in ("id", "state", "attempt_count", "lease_until")),
-        *(column(name) for name in ("next_attempt_at", "channel")),
+        *(column(name) for name in ("next_attempt_at", "channel", "outcome")),
     )
 
 

@@ -126,3 +126,19 @@ def as_utc(value: Any) -> datetime | None:
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+async def settled_since(conn: AsyncConnection, since: datetime) -> dict[str, int]:
+    """Reminders settled ``done`` since ``since``, by delivery summary. A done reminder's
+    ``updated_at`` is its ``done_at`` (nothing changes it afterwards), so the (state,
+    updated_at) index bounds the read to the window."""
+    stmt = (
+        select(reminders.c.delivery, func.count())
+        .where(
+            reminders.c.state == ReminderState.DONE.value,
+            reminders.c.updated_at >= since,
+            reminders.c.done_at >= since,
+        )
+        .group_by(reminders.c.delivery)
+    )
+    return {str(delivery): int(count) for delivery, count in await conn.execute(stmt)}

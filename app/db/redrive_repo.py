@@ -132,5 +132,5 @@ async def reopen_reminders(conn: AsyncConnection, ids: Iterable[str], *, now: da
     await conn.execute(
         update(reminders)
         .where(reminders.c.id.in_(wanted), reminders.c.state == ReminderState.DONE.value)
-        .values(state=ReminderState.ENQUEUED.value, done_at=None, updated_at=now)
+        .values(state=ReminderState.ENQUEUED.value, done_at=None, delivery=None, updated_at=now)
     )

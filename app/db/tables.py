@@ -16,6 +16,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -71,6 +72,15 @@ class Reminder(Base):
         Index("ix_reminders_due_at_id", "due_at", "id"),
         Index("ix_reminders_customer_id_due_at_id", "customer_id", "due_at", "id"),
         Index("ix_reminders_schedule_id_due_at_id", "schedule_id", "due_at", "id"),
+        # 0017: the list filtered by delivery summary; only settled rows have one.
+        Index(
+            "ix_reminders_delivery_due_at_id",
+            "delivery",
+            "due_at",
+            "id",
+            sqlite_where=text("delivery IS NOT NULL"),
+            postgresql_where=text("delivery IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
@@ -90,6 +100,8 @@ class Reminder(Base):
     enqueued_message_ids: Mapped[list[str] | None] = mapped_column(JSON)
     cancelled_at: Mapped[datetime | None]
     done_at: Mapped[datetime | None]
+    # 0017: set when it settles ``done``: what its channels came to (DeliverySummary).
+    delivery: Mapped[str | None] = mapped_column(String(24))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
 

@@ -8,7 +8,7 @@ class ReminderState(StrEnum):
 
     SCHEDULED = "scheduled"  # registered; not yet handed to the queue
     ENQUEUED = "enqueued"  # one message per channel published to the queue
-    DONE = "done"  # every channel reached a final ledger state
+    DONE = "done"  # every channel reached a final ledger state (what it came to: delivery)
     CANCELLED = "cancelled"  # the application withdrew it; nothing more will be sent
 
 
@@ -26,6 +26,20 @@ class SendState(StrEnum):
 
 FINAL_SEND_STATES = frozenset({SendState.SENT, SendState.TERMINAL_FAILURE, SendState.DEAD})
 OPEN_SEND_STATES = frozenset({SendState.PENDING, SendState.SENDING})
+
+
+class DeliverySummary(StrEnum):
+    """What a ``done`` reminder's channels came to; set when it settles, None before.
+
+    A channel is delivered when a provider accepted it (a ledger row ``sent``), withheld when
+    it ended without a send on purpose (``WITHHELD_OUTCOMES``: the customer opted out or the
+    address is suppressed, or the channel was withdrawn), and undelivered otherwise (dead
+    letter, permanent failure, or expired past its usefulness window)."""
+
+    DELIVERED = "delivered"  # every channel meant to be sent was accepted by a provider
+    PARTIALLY_DELIVERED = "partially_delivered"  # some channels delivered, some undelivered
+    UNDELIVERED = "undelivered"  # no channel delivered, at least one failed
+    WITHHELD = "withheld"  # nothing sent, on purpose: every channel was suppressed or withdrawn
 
 
 class DeadLetterReason(StrEnum):
@@ -55,6 +69,10 @@ class Outcome(StrEnum):
     def acknowledges(self) -> bool:
         """True when the queue should delete the message."""
         return self not in (Outcome.RETRY, Outcome.BUSY)
+
+
+# Final outcomes that are a decision not to send, not a failure to deliver (DeliverySummary).
+WITHHELD_OUTCOMES = frozenset({Outcome.SUPPRESSED, Outcome.CANCELLED})
 
 
 class ErrorClass(StrEnum):

@@ -44,6 +44,7 @@ class ReminderFilters:
     schedule_id: str | None = None
     due_after: datetime | None = None  # inclusive
     due_before: datetime | None = None  # exclusive
+    delivery: str | None = None  # a done reminder's DeliverySummary
 
     def equal(self) -> dict[str, str]:
         """The filters that are plain column equalities, by column."""
@@ -52,6 +53,7 @@ class ReminderFilters:
             "state": self.state,
             "kind": self.kind,
             "schedule_id": self.schedule_id,
+            "delivery": self.delivery,
         }
         return {name: value for name, value in named.items() if value is not None}
 

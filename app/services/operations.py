@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.db import dead_letters_repo, operations_repo, schedules_repo
 from app.domain.errors import NotFound
 from app.domain.redrive import DeadLetterFilter, SendFilter
-from app.domain.states import SendState
+from app.domain.states import DeliverySummary, SendState
 
 from . import activity, dead_letters, discard, reminders
 
@@ -28,6 +28,7 @@ class LedgerFigures:
     sweep_lag_seconds: float
     queue_depth: list[tuple[str, str, int]] | None  # queue, state, messages; None: no table
     broken_schedules: int  # schedules the sweep skips until fixed (see services/materialize)
+    settled_24h: dict[str, int]  # reminders settled done in the last 24 h, by delivery summary
 
 
 def _age(now: datetime, moment: datetime | None) -> float | None:
@@ -46,6 +47,8 @@ async def ledger_figures(conn: AsyncConnection, *, now: datetime) -> LedgerFigur
         sweep_lag_seconds=_age(now, overdue) or 0.0,
         queue_depth=await operations_repo.embedded_queue_depth(conn, now=now),
         broken_schedules=await schedules_repo.count_broken(conn),
+        settled_24h={summary.value: 0 for summary in DeliverySummary}
+        | await operations_repo.settled_since(conn, now - timedelta(days=1)),
     )
 
 

@@ -216,6 +216,7 @@ async def get_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any
     if reminder is None:
         raise NotFound(f"no reminder {reminder_id!r}")
     reminder["send_records"] = await ledger_repo.list_send_records(conn, reminder_id)
+    reminder["delivery_by_channel"] = await ledger_repo.delivery_by_channel(conn, reminder_id)
     return reminder
 
 

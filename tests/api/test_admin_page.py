@@ -252,3 +252,22 @@ async def test_the_page_script_is_served_by_the_app_and_the_live_region_needs_a_
     page = await client.get("/admin", headers=await _login(client))
     assert 'data-refresh="/admin/live?n=25"' in page.text
     assert '<script src="/admin/static/live.js" defer></script>' in page.text
+
+
+async def test_the_lookup_and_the_live_region_tell_delivered_from_undelivered(
+    client, clock, publisher, provider
+):
+    """A reminder whose only send was dead-lettered reads done but undelivered, per channel;
+    the live region counts the last 24 hours' settled reminders by delivery summary."""
+    await exhaust(client, publisher, clock, provider, "r:lost")
+    headers = await _login(client)
+    page = await client.get("/admin", params={"reminder": "r:lost"}, headers=headers)
+    lookup = page.text.split('id="lookup"')[1].split("</p>")[0]
+    assert '<span class="reminder-state">done</span>' in lookup
+    assert '<span class="reminder-delivery">undelivered</span>' in lookup
+    assert "(email undelivered)" in lookup
+    listed = await client.get("/admin", params={"reminder": "cust_r_lost"}, headers=headers)
+    assert "<td>undelivered</td>" in listed.text.split('id="matches"')[1]
+    live = await client.get("/admin/live", headers=headers)
+    settled = live.text.split('id="settled"')[1].split("</p>")[0]
+    assert "undelivered 1" in settled and "delivered 0" in settled

@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tests.support.flow import API, put_customer, put_reminder
+from tests.support.dead_letters import exhaust
+from tests.support.flow import API, push_message, put_customer, put_reminder, sweep
 from tests.support.schedules import put_schedule
 
 pytestmark = pytest.mark.anyio
@@ -136,6 +137,7 @@ async def test_hostile_filters_and_cursors_are_a_clear_422(client, path, name, v
         ("due_before", "2026-01-01T00:00\x00"),
         ("kind", "Bad Kind"),
         ("schedule_id", "s\x00"),
+        ("delivery", "done"),
     ],
 )
 async def test_hostile_reminder_filters_are_a_clear_422(client, name, value):
@@ -172,3 +174,22 @@ async def test_lists_require_the_api_token(client):
     """Both lists are behind the API token like the rest of /v1."""
     for path in ("/v1/reminders", "/v1/schedules"):
         assert (await client.get(path)).status_code == 401
+
+
+async def test_reminders_filter_by_delivery_summary(client, clock, publisher, provider):
+    """?delivery= lists done reminders by what their channels came to: the dead-lettered one
+    under undelivered, the accepted one under delivered, open ones under neither."""
+    await exhaust(client, publisher, clock, provider, "r:dead")
+    await put_customer(client, "c9")
+    await put_reminder(client, "r:ok", customer_id="c9", due_at=clock.now)
+    await sweep(client)
+    for message in publisher.drain():
+        await push_message(client, message)
+    await put_reminder(client, "r:later", customer_id="c9", due_at=clock.now + HOUR * 48)
+    assert await _all_ids(client, "/v1/reminders", delivery="undelivered") == ["r:dead"]
+    assert await _all_ids(client, "/v1/reminders", delivery="delivered") == ["r:ok"]
+    assert await _all_ids(client, "/v1/reminders", delivery="withheld") == []
+    both = await _all_ids(client, "/v1/reminders", state="done", delivery="undelivered")
+    assert both == ["r:dead"]
+    [listed] = (await _page(client, "/v1/reminders", delivery="undelivered"))["items"]
+    assert (listed["state"], listed["delivery"]) == ("done", "undelivered")

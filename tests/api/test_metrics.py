@@ -164,3 +164,24 @@ async def test_sweeps_and_refused_pushes_are_counted(client, clock, publisher):
     assert _value("reminders_sweep_duration_seconds_count") - sweeps == 1
     assert (await client.post("/push/reminders", content=b"{}")).status_code == 401
     assert _value("reminders_push_refused_total", reason="unauthenticated") - refused == 1
+
+
+async def test_reminders_settled_are_counted_by_delivery_summary(
+    client, clock, publisher, provider
+):
+    """reminders_settled_24h{delivery} lists every summary at zero from the first scrape,
+    then counts a dead-lettered reminder as undelivered and an accepted one as delivered,
+    for 24 hours."""
+    first = await _scrape(client)
+    for summary in ("delivered", "partially_delivered", "undelivered", "withheld"):
+        assert first[("reminders_settled_24h", (("delivery", summary),))] == 0
+    await exhaust(client, publisher, clock, provider, "r:dead")
+    message = await publish_reminder(client, publisher, clock, "r:ok")
+    assert (await push_message(client, message)).json()["outcome"] == "sent"
+    scraped = await _scrape(client)
+    assert scraped[("reminders_settled_24h", (("delivery", "undelivered"),))] == 1
+    assert scraped[("reminders_settled_24h", (("delivery", "delivered"),))] == 1
+    assert scraped[("reminders_settled_24h", (("delivery", "withheld"),))] == 0
+    clock.advance(hours=25)
+    later = await _scrape(client)
+    assert later[("reminders_settled_24h", (("delivery", "undelivered"),))] == 0

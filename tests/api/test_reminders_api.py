@@ -4,7 +4,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from app.domain.errors import PublishError
+from app.domain.errors import PermanentProviderError, PublishError
+from app.domain.messages import SendResult
+from tests.support.dead_letters import admin_get, admin_post, exhaust
 from tests.support.flow import (
     API,
     CRON,
@@ -347,3 +349,58 @@ async def test_cron_answers_502_when_the_queue_refuses(client, clock, container,
     assert response.json()["error"] == "queue said no"
     assert (response.json()["enqueued"], response.json()["remaining"]) == (0, 1)
     assert (await get_reminder(client, "r1"))["state"] == "scheduled"
+
+
+async def test_a_reminder_whose_only_send_was_dead_lettered_is_done_but_undelivered(
+    client, clock, publisher, provider
+):
+    """Done says the reminder is finished, not that it arrived: the summary says undelivered,
+    and per channel which one failed."""
+    await exhaust(client, publisher, clock, provider, "r:dead")
+    reminder = await get_reminder(client, "r:dead")
+    assert (reminder["state"], reminder["delivery"]) == ("done", "undelivered")
+    assert reminder["delivery_by_channel"] == {"email": "undelivered"}
+
+
+async def test_the_summary_names_the_delivered_and_the_failed_channels(
+    client, clock, publisher, provider, customer
+):
+    """Email accepted and the webhook refused for good: partially delivered; a fully
+    accepted reminder is delivered, an opted-out one withheld (not a failure)."""
+    await put_reminder(client, "r1", customer_id="c1", due_at=clock.now, channels=("email",))
+    await put_reminder(
+        client, "r2", customer_id="c1", due_at=clock.now, channels=("email", "webhook")
+    )
+    await sweep(client)
+    provider.script.extend([SendResult("req-1"), SendResult("req-2")])
+    provider.script.append(PermanentProviderError("410 gone", detail_class="webhook_4xx"))
+    for message in sorted(publisher.drain(), key=lambda m: m.idempotency_key):
+        await push_message(client, message)
+    assert (await get_reminder(client, "r1"))["delivery"] == "delivered"
+    partial = await get_reminder(client, "r2")
+    assert (partial["state"], partial["delivery"]) == ("done", "partially_delivered")
+    assert partial["delivery_by_channel"] == {"email": "delivered", "webhook": "undelivered"}
+
+    await put_customer(client, "c2", opted_out_channels=["email"])
+    await put_reminder(client, "r3", customer_id="c2", due_at=clock.now)
+    await sweep(client)
+    [message] = publisher.drain()
+    assert (await push_message(client, message)).json()["outcome"] == "suppressed"
+    withheld = await get_reminder(client, "r3")
+    assert (withheld["state"], withheld["delivery"]) == ("done", "withheld")
+    assert withheld["delivery_by_channel"] == {"email": "withheld"}
+
+
+async def test_a_redrive_that_succeeds_turns_undelivered_into_delivered(
+    client, clock, publisher, provider
+):
+    """Redriven, the reminder is open again (no summary) and settles delivered."""
+    await exhaust(client, publisher, clock, provider, "r:dead")
+    [letter] = (await admin_get(client, "/v1/dead-letters"))["items"]
+    await admin_post(client, f"/v1/dead-letters/{letter['id']}/redrive")
+    reopened = await get_reminder(client, "r:dead")
+    assert (reopened["state"], reopened["delivery"]) == ("enqueued", None)
+    for message in publisher.drain():
+        await push_message(client, message)
+    redriven = await get_reminder(client, "r:dead")
+    assert (redriven["state"], redriven["delivery"]) == ("done", "delivered")

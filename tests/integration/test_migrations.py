@@ -1,8 +1,12 @@
 """Migrations are the only source of the schema: one head, and no drift from the models."""
 
+import asyncio
+
 from alembic import command
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
 
+from app.db.engine import create_engine
 from app.db.migrations import alembic_config
 
 
@@ -15,3 +19,76 @@ def test_migrations_have_a_single_head():
 def test_migrated_schema_matches_the_models(database_url):
     """`alembic check` finds nothing to generate against a database migrated to head."""
     command.check(alembic_config(database_url))
+
+
+def test_0017_gives_done_reminders_their_delivery_summary_in_place(database_url):
+    """Reminders already done when 0017 runs get the summary the settle would write from
+    their send records (undelivered for the dead-lettered one); open ones get none."""
+    from tests.conftest import empty_all_tables
+    from tests.integration.test_delivery_summary import CASES
+
+    asyncio.run(empty_all_tables(database_url))
+    config = alembic_config(database_url)
+    command.downgrade(config, "0015_send_attempts")
+    try:
+        asyncio.run(_seed_done_reminders(database_url, CASES))
+    finally:
+        command.upgrade(config, "head")
+    found = asyncio.run(_deliveries(database_url))
+    expected = {f"r-{case}": summary for case, (_, summary, _) in CASES.items()}
+    assert found == expected | {"r-open": None}
+    asyncio.run(empty_all_tables(database_url))
+
+
+async def _seed_done_reminders(url: str, cases: dict) -> None:
+    from tests.integration.test_delivery_summary import NOW
+
+    engine = create_engine(url)
+    at = {"created_at": NOW, "updated_at": NOW}
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO customers (id, email, time_zone, opted_out_channels, created_at,"
+                    " updated_at) VALUES ('c', 'u@example.com', 'UTC', '[]', :created_at,"
+                    " :updated_at)"
+                ),
+                at,
+            )
+            done = {f"r-{case}": rows for case, (rows, _, _) in cases.items()}
+            done["r-open"] = [("email", "a", ("sent", "sent"))]
+            for rid, rows in done.items():
+                state = "enqueued" if rid == "r-open" else "done"
+                await conn.execute(
+                    text(
+                        "INSERT INTO reminders (id, customer_id, kind, due_at, channels, data,"
+                        " state, schedule_version, created_at, updated_at) VALUES (:id, 'c',"
+                        " 'weekly_digest', :created_at, '[]', '{}', :state, 1, :created_at,"
+                        " :updated_at)"
+                    ),
+                    {"id": rid, "state": state, **at},
+                )
+                for channel, provider, (row_state, outcome) in rows:
+                    await conn.execute(
+                        text(
+                            "INSERT INTO send_records (reminder_id, channel, provider, state,"
+                            " outcome, attempt_count, attempt_budget_start, idempotency_key,"
+                            " redrive_count, created_at, updated_at) VALUES (:rid, :channel,"
+                            " :provider, :state, :outcome, 1, 0, :key, 0, :created_at,"
+                            " :updated_at)"
+                        ),
+                        {"rid": rid, "channel": channel, "provider": provider, "state": row_state,
+                         "outcome": outcome, "key": f"{rid}:{channel}:{provider}", **at},
+                    )  # fmt: skip
+    finally:
+        await engine.dispose()
+
+
+async def _deliveries(url: str) -> dict[str, str | None]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(text("SELECT id, delivery FROM reminders"))
+            return {row.id: row.delivery for row in rows}
+    finally:
+        await engine.dispose()

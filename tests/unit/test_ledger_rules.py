@@ -329,3 +329,14 @@ def test_malformed_payloads_are_refused_naming_the_problem(raw, fragment):
     """Each kind of bad payload raises MalformedDelivery that names the field."""
     with pytest.raises(MalformedDelivery, match=fragment):
         parse_delivery_payload(raw, channels=CHANNELS)
+
+
+def test_the_api_and_the_domain_name_the_same_delivery_summaries():
+    """The OpenAPI enum of ``delivery`` is the domain's DeliverySummary, no more, no less."""
+    from typing import get_args
+
+    from app.api.answers import ChannelDeliveryName, DeliveryName
+    from app.domain.states import DeliverySummary
+
+    assert set(get_args(DeliveryName)) == {summary.value for summary in DeliverySummary}
+    assert set(get_args(ChannelDeliveryName)) < set(get_args(DeliveryName))

@@ -16,7 +16,13 @@ from app.domain.states import ReminderState, SendState
 
 from .. import ledger_rules as rules
 from . import repo
-from .postgres_sql import REMINDER_IS_OPEN, all_channels_final, is_final, still_held
+from .postgres_sql import (
+    REMINDER_IS_OPEN,
+    all_channels_final,
+    delivery_summary,
+    is_final,
+    still_held,
+)
 from .rows import VIEW_COLUMNS
 
 _SENDING = SendState.SENDING.value
@@ -118,11 +124,12 @@ def finalize_batch_statement(columns: tuple[str, ...]) -> str:
     arrays = ", ".join(f"${i}::{FINALIZE_TYPES[name]}[]" for i, name in enumerate(columns, 6))
     sets = ", ".join(f"{name} = i.{name}" for name in columns)
     rows_now = """
-            SELECT channel, state FROM send_records
+            SELECT channel, state, outcome FROM send_records
             WHERE reminder_id = d.reminder_id
               AND id NOT IN (SELECT id FROM finalized WHERE finalized.reminder_id = d.reminder_id)
             UNION ALL
-            SELECT channel, state FROM finalized WHERE finalized.reminder_id = d.reminder_id"""
+            SELECT channel, state, outcome FROM finalized
+            WHERE finalized.reminder_id = d.reminder_id"""
     return f"""
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::text[], $5::int[],
@@ -132,14 +139,15 @@ WITH input AS (
     UPDATE send_records sr SET lease_until = NULL, updated_at = i.now, {sets}
     FROM (SELECT * FROM input ORDER BY id) AS i
     WHERE sr.id = i.id AND {still_held("sr", "i.attempt")}
-    RETURNING sr.id, sr.reminder_id, sr.channel, sr.state
+    RETURNING sr.id, sr.reminder_id, sr.channel, sr.state, sr.outcome
 ), final_reminders AS (
     SELECT DISTINCT ON (f.reminder_id) f.reminder_id, i.channel_count, i.now
     FROM finalized f JOIN input i ON i.id = f.id
     WHERE {is_final("f")}
     ORDER BY f.reminder_id
 ), done AS (
-    UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = d.now, updated_at = d.now
+    UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = d.now, updated_at = d.now,
+           delivery = {delivery_summary(rows_now)}
     FROM final_reminders d
     WHERE reminders.id = d.reminder_id AND {REMINDER_IS_OPEN}
       AND {all_channels_final("d.channel_count", rows_now)}

@@ -56,6 +56,13 @@ def all_channels_final(channel_count: str, rows: str) -> str:
     return rules.sql_text(rules.all_channels_final(literal_column(channel_count), counted))
 
 
+def delivery_summary(rows: str) -> str:
+    """``rules.delivery_summary`` over ``rows``, a query returning (channel, state, outcome)
+    of one reminder's ledger rows."""
+    summary = rules.sql_text(rules.delivery_summary(rules.sql_row("rows_now")))
+    return f"(SELECT {summary} FROM ({rows}) AS rows_now)"
+
+
 @dataclass(frozen=True, slots=True)
 class RawStatement:
     """A Core statement of ``repo`` compiled once for asyncpg: its SQL and parameter order."""
@@ -126,7 +133,8 @@ FINALIZE_COLUMNS = frozenset(
 
 
 def finalize_statement(columns: tuple[str, ...]) -> str:
-    """Fenced finalize of one row plus, when it became final, "mark the reminder done".
+    """Fenced finalize of one row plus, when it became final, "mark the reminder done"
+    with its delivery summary.
 
     One statement sees one snapshot, so the channels already final are counted without
     this row (``id <> $1``) and this row is added from the CTE's RETURNING: the same
@@ -139,16 +147,17 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
     """
     sets = ", ".join(f"{name} = ${index}" for index, name in enumerate(columns, start=6))
     rows_now = """
-        SELECT channel, state FROM send_records WHERE reminder_id = $4 AND id <> $1
+        SELECT channel, state, outcome FROM send_records WHERE reminder_id = $4 AND id <> $1
         UNION ALL
-        SELECT channel, state FROM finalized"""
+        SELECT channel, state, outcome FROM finalized"""
     return f"""
 WITH finalized AS (
     UPDATE send_records SET lease_until = NULL, updated_at = $3, {sets}
     WHERE id = $1 AND {still_held("send_records", "$2")}
-    RETURNING channel, state
+    RETURNING channel, state, outcome
 ), done AS (
-    UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3
+    UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3,
+           delivery = {delivery_summary(rows_now)}
     WHERE id = $4 AND {REMINDER_IS_OPEN}
       AND EXISTS (SELECT 1 FROM finalized WHERE {is_final("finalized")})
       AND {all_channels_final("$5", rows_now)}

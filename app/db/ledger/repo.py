@@ -217,11 +217,9 @@ async def release_claim(conn: AsyncConnection, record: SendRecordView, *, now: d
     return result.rowcount == 1
 
 
-_FINAL_CHANNELS = (
-    select(rules.final_channels(sr))
-    .where(sr.c.reminder_id == bindparam("reminder_id"))
-    .scalar_subquery()
-)
+_OWN_ROWS = sr.c.reminder_id == bindparam("reminder_id")
+_FINAL_CHANNELS = select(rules.final_channels(sr)).where(_OWN_ROWS).scalar_subquery()
+_DELIVERY = select(rules.delivery_summary(sr)).where(_OWN_ROWS).scalar_subquery()
 SETTLE = (
     update(reminders)
     .where(
@@ -229,14 +227,15 @@ SETTLE = (
         rules.reminder_is_open(reminders),
         rules.all_channels_final(bindparam("channel_count"), _FINAL_CHANNELS),
     )
-    .values(state=ReminderState.DONE.value, done_at=_NOW, updated_at=_NOW)
+    .values(state=ReminderState.DONE.value, delivery=_DELIVERY, done_at=_NOW, updated_at=_NOW)
 )
 
 
 async def settle_reminder(
     conn: AsyncConnection, reminder_id: str, *, channel_count: int, now: datetime
 ) -> bool:
-    """Mark the reminder done once every one of its channels has a final ledger row.
+    """Mark the reminder done once every one of its channels has a final ledger row, with
+    its delivery summary (``rules.delivery_summary``).
 
     Run it as its own statement after the finalize that made a row final has committed
     (READ COMMITTED): of two channels finalizing at once, the later settle's snapshot
@@ -280,3 +279,15 @@ async def list_send_records(conn: AsyncConnection, reminder_id: str) -> list[dic
         select(sr).where(sr.c.reminder_id == reminder_id).order_by(sr.c.channel, sr.c.provider)
     )
     return [dict(row._mapping) for row in rows]
+
+
+async def delivery_by_channel(conn: AsyncConnection, reminder_id: str) -> dict[str, str]:
+    """Each channel of a reminder whose rows are final: delivered, undelivered or withheld."""
+    rows = await conn.execute(
+        select(sr.c.channel, rules.channel_delivery(sr))
+        .where(sr.c.reminder_id == reminder_id)
+        .group_by(sr.c.channel)
+        .having(func.count().filter(~rules.is_final(sr)) == 0)
+        .order_by(sr.c.channel)
+    )
+    return {channel: delivery for channel, delivery in rows}
