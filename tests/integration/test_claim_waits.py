@@ -18,11 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import create_engine
 from app.db.ledger import CoreLedger, LedgerGateway, PgLedger, ledger_for
+from app.db.ledger.postgres import _Claim
 from app.db.tables import send_records
 from tests.integration.test_ledger_gateways import (
     EMAIL,
     NOW,
     SENT,
+    WEBHOOK,
     seed,
     the_reminder,
     waiting_for_a_lock,
@@ -126,3 +128,25 @@ async def until_waiting(engine: AsyncEngine, sessions: int) -> None:
                 return
         assert asyncio.get_running_loop().time() < deadline, "nobody waited for the lock"
         await asyncio.sleep(0.01)
+
+
+async def test_the_group_claim_gives_each_row_a_lease_from_when_it_took_it(engine):
+    """The PostgreSQL gateway's statement for several claims at once (group commit) adds
+    the wait to each new lease as the single-row statement does."""
+    await seed(engine, channels=("email", "webhook"))
+    ledger = ledger_for(engine, raw_connections=4)
+    assert isinstance(ledger, PgLedger)
+    for key in (EMAIL, WEBHOOK):
+        held = await ledger.claim_or_read(key, now=NOW, lease_until=NOW + LEASE)
+        assert held.record is not None and await ledger.release_claim(held.record, now=NOW)
+    async with engine.connect() as locker:
+        await locker.execute(select(send_records.c.id).with_for_update())
+        group = asyncio.create_task(
+            ledger._claim_batch([_Claim(key, NOW, NOW + LEASE) for key in (EMAIL, WEBHOOK)])
+        )
+        await until_waiting(engine, 1)
+        await asyncio.sleep(HELD_SECONDS)
+        await locker.commit()
+    rows = await group
+    assert [row["claimed"] for row in rows] == [True, True]
+    assert all(row["lease_until"] >= NOW + LEASE + timedelta(seconds=3) for row in rows)
