@@ -81,16 +81,22 @@ async def final_but_open(conn: AsyncConnection, *, now: datetime, limit: int) ->
     return await _ids(conn, select(r.c.id).where(_final_but_open(now)), limit)
 
 
-async def settle_final_reminders(conn: AsyncConnection, *, now: datetime, limit: int) -> int:
-    """Mark ``done`` up to ``limit`` reminders whose every channel is final (the repair of
-    rows the two-channel race left open); how many were."""
+async def settle_final_reminders(
+    conn: AsyncConnection, *, now: datetime, limit: int, at: datetime | None = None
+) -> int:
+    """Mark ``done`` (at ``at``, default ``now``) up to ``limit`` reminders due by ``now``
+    whose every channel is final: rows the two-channel race or a process dying between a
+    finalize and its settle left open; how many were."""
     ids = await final_but_open(conn, now=now, limit=limit)
     if not ids:
         return 0
+    done_at = at or now
     result = await conn.execute(
         update(r)
         .where(r.c.id.in_(ids), rules.reminder_is_open(r), _ALL_FINAL)
-        .values(state=ReminderState.DONE.value, delivery=_DELIVERY, done_at=now, updated_at=now)
+        .values(
+            state=ReminderState.DONE.value, delivery=_DELIVERY, done_at=done_at, updated_at=done_at
+        )
     )
     return int(result.rowcount)
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import catchup_repo
+from app.db import audit_repo, catchup_repo
 from app.domain.catchup import OverdueReminder, catch_up_key, overdue_channels
 from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage
@@ -39,12 +39,22 @@ async def catch_up_lost_messages(
     now: datetime,
     limits: CatchUpLimits,
 ) -> int:
-    """Republish (new key, no delay) one bounded batch of overdue sends; the message count."""
+    """Republish (new key, no delay) one bounded batch of overdue sends; the message count.
+
+    First, reminders overdue by the margin whose every channel is final are settled: a
+    process that died between a finalize's commit and its settle statement left them open,
+    and neither a redelivery (``duplicate``) nor a republish would ever close them."""
+    cutoff = now - limits.margin
     async with engine.begin() as conn:
+        settled = await audit_repo.settle_final_reminders(
+            conn, now=cutoff, limit=limits.batch_size, at=now
+        )
         claimed = await catchup_repo.claim_overdue_reminders(
-            conn, now=now, cutoff=now - limits.margin, limit=limits.batch_size
+            conn, now=now, cutoff=cutoff, limit=limits.batch_size
         )
         rows = await catchup_repo.ledger_rows(conn, [reminder.id for reminder in claimed])
+    if settled:
+        log.warning("settled %d reminder(s) left open after their last send was final", settled)
     plan = [
         (reminder, overdue_channels(reminder, rows[reminder.id], now=now, margin=limits.margin))
         for reminder in claimed

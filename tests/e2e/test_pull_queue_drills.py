@@ -95,10 +95,10 @@ async def test_worker_killed_mid_batch_sends_everything_exactly_once(
     rows = await ledger.rows()
     assert len(rows) == COUNT and all(row["state"] == "sent" for row in rows)
     assert len(_emails(outbox)) == COUNT
-    # Known gap (reported to the lead, the receiver's area): a worker killed between a
-    # finalize's commit and its own settle statement leaves that reminder `enqueued` with
-    # every channel sent; its redelivery answers `duplicate` and does not settle it, and the
-    # catch-up skips it. The send is exactly once; the reminder's state needs the repair.
+    # A worker killed between a finalize's commit and its own settle statement leaves that
+    # reminder `enqueued` with every channel sent (its redelivery answers `duplicate`). The
+    # sweep's catch-up settles such reminders once they are a margin (30 min) overdue
+    # (tests/api/test_catch_up_settles.py); here `audit --repair` does it without waiting.
     open_before = await _open_reminders(ledger)
     assert open_before <= 32, "more open reminders than the killed worker held in flight"
     await _audit_repair(env)
