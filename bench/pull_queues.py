@@ -4,7 +4,8 @@
 Usage (from the repository root; PostgreSQL, RabbitMQ on 127.0.0.1; the ``aws`` and
 ``rabbitmq`` extras installed)::
 
-    .venv/bin/python bench/pull_queues.py [--reminders 5000] [--kinds rabbitmq,sqs] [--repeat 1]
+    .venv/bin/python bench/pull_queues.py [--reminders 5000] [--kinds rabbitmq,sqs]
+                                          [--repeat 1] [--timeout 900]
 
 For each kind (alternating when repeated, so a noisy machine weighs on each alike):
 
@@ -12,7 +13,7 @@ For each kind (alternating when repeated, so a noisy machine weighs on each alik
    (as ``bench/e2e.py`` seeds it), and a fresh queue: a uniquely named RabbitMQ queue on the
    broker at ``--rabbitmq-url``, or an SQS queue on a moto server process started here;
 2. ``reminders setup --queue KIND``, then the clock starts: ``reminders sweep`` (the same
-   work as ``POST /cron/sweep``, run until it reports nothing remaining) and one
+   work as ``POST /cron/sweep``, run until it reports nothing remaining), then one
    ``reminders worker`` with every ``REMINDERS_WORKER_*`` setting at its default, sending
    through the outbox provider (files in a temporary directory, fsync off);
 3. the ledger is polled until N rows are ``sent``; the clock stops.
@@ -222,36 +223,46 @@ async def run_once(kind: str, args: argparse.Namespace) -> dict[str, Any]:
             await db.seed(args.reminders)
             env, changed = run_env(db, broker, work / "outbox")
             await run_command([REMINDERS, "setup", "--queue", kind], env, work)
-            return await measure(db, broker, env, changed, work, args.reminders)
+            return await measure(db, broker, env, changed, work, args.reminders, args.timeout)
         finally:
             await broker.close()
             await db.drop()
 
 
 async def measure(
-    db: PostgresDatabase, broker: Broker, env: dict, changed: dict, work: Path, count: int
+    db: PostgresDatabase,
+    broker: Broker,
+    env: dict,
+    changed: dict,
+    work: Path,
+    count: int,
+    timeout: float,
 ) -> dict[str, Any]:
     backends = BackendSampler(db.db_name)
     sampling = asyncio.create_task(backends.run())
     broker_before = broker.cpu()
     started = time.perf_counter()
+    sweep_cpu = 0.0
+    while True:  # a sweep stops at its time budget: run it until nothing remains
+        output, cpu = await run_command([REMINDERS, "sweep"], env, work)
+        sweep_cpu += cpu
+        if json.loads(output[output.index("{") :]).get("remaining", 0) == 0:
+            break
+    # The worker starts once the sweep is done: moto's SQS can drop a message sent while
+    # another is deleted (it rebuilds its message list without a lock; real SQS does not).
     with (work / "worker.log").open("wb") as log:
         worker = await asyncio.create_subprocess_exec(
             REMINDERS, "worker", env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=log
         )
-    sweep_cpu = 0.0
     try:
-        while True:  # a sweep stops at its time budget: run it until nothing remains
-            output, cpu = await run_command([REMINDERS, "sweep"], env, work)
-            sweep_cpu += cpu
-            if json.loads(output[output.index("{") :]).get("remaining", 0) == 0:
-                break
         peak_rss = 0.0
         while (
             sent := await db.scalar("SELECT count(*) FROM send_records WHERE state = 'sent'")
         ) < count:
             if worker.returncode is not None:
                 raise SystemExit(f"the worker exited:\n{(work / 'worker.log').read_text()[-3000:]}")
+            if time.perf_counter() - started > timeout:
+                raise SystemExit(f"{sent} of {count} sent after {timeout:g} s")
             peak_rss = max(peak_rss, rss_mb(worker.pid))
             await asyncio.sleep(0.2)
         seconds = time.perf_counter() - started
@@ -288,6 +299,7 @@ async def main() -> None:
     parser.add_argument("--reminders", type=int, default=5000)
     parser.add_argument("--kinds", default="rabbitmq,sqs")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--rabbitmq-url", default="amqp://guest:guest@127.0.0.1:5672/")
     args = parser.parse_args()
