@@ -185,7 +185,7 @@ HEADER = (
 
 def write_requests(path: Path, secret: bytes, ids: range) -> None:
     """One signed Infrai push per reminder id, in the line format deliveries.lua reads."""
-    from app.adapters.push_formats.infrai import sign
+    from app.adapters.queues.infrai.push_format import sign
 
     with path.open("w") as out:
         for i in ids:

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 
 import orjson
 
-from app.adapters.push_formats.cloudtasks import CloudTasksPushFormat
 from app.adapters.push_formats.google_oidc import (
     GoogleCertificates,
     GoogleOidcVerifier,
     OidcRequirements,
 )
-from app.adapters.push_formats.infrai import InfraiPushFormat
-from app.adapters.push_formats.pubsub import PubSubPushFormat
 from app.adapters.push_formats.signatures import sign
+from app.adapters.queues.cloudtasks.push_format import CloudTasksPushFormat
+from app.adapters.queues.infrai.push_format import InfraiPushFormat
+from app.adapters.queues.pubsub.push_format import PubSubPushFormat
 from app.domain.messages import PushRequest
 from app.domain.ports import PushFormat
 

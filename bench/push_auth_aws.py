@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 import orjson
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.push_formats.qstash import QStashPushFormat
-from app.adapters.push_formats.sns import CertificateStore, SnsPushFormat
+from app.adapters.queues.qstash.push_format import QStashPushFormat
+from app.adapters.queues.sns.push_format import CertificateStore, SnsPushFormat
 from app.domain.messages import PushRequest
 from app.domain.ports import PushFormat
 

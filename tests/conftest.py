@@ -23,7 +23,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import text
 
-from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
 from app.container import Container, build_container
 from app.db.engine import create_engine
 from app.db.migrations import upgrade_to_head

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from app.adapters.queues.embedded import DispatchReport, dispatcher_from_settings
+from app.adapters.queues.embedded.dispatcher import DispatchReport, dispatcher_from_settings
 from app.cli.common import load_settings as _settings
 from app.container import open_container
 from app.settings import Settings

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.adapters.queues.infrai import InfraiApi, build_http_client, infrai_config
+from app.adapters.queues.infrai.api import InfraiApi
 from app.adapters.queues.infrai.check import passed, run_check
 from app.adapters.queues.infrai.discovery import (
     CheckResult,
@@ -22,13 +22,14 @@ from app.adapters.queues.infrai.discovery import (
     FileDiscovery,
     HttpDiscovery,
 )
+from app.adapters.queues.infrai.publisher import build_http_client, infrai_config
 from app.adapters.queues.infrai.setup import SetupResult, apply_setup, plan_setup
+from app.adapters.queues.kinds import QUEUE_KINDS
 from app.cli.common import load_settings as _settings
 from app.cli.common import run_in_container
 from app.container import Container
 from app.domain.errors import ReminderRelayError
 from app.settings import Settings
-from app.settings.google import GOOGLE_KINDS
 
 console = Console()
 _STYLE = {
@@ -66,15 +67,15 @@ def check_command(
 ) -> None:
     """Check the queues are set up (Infrai: also that its schemas accept our requests)."""
     settings = _settings()
-    google = [kind for kind in GOOGLE_KINDS if kind in settings.queue_kinds_in_use]
-    infrai = "infrai" in settings.queue_kinds_in_use or not google
+    # Kinds with a check of their own; Infrai's is this command's (a discovery file, --pull).
+    in_use = settings.queue_kinds_in_use
+    checks = [k.check for k in QUEUE_KINDS if k.check is not None and k.name in in_use]
+    infrai = "infrai" in in_use or not checks
 
     async def run(container: Container) -> list[CheckResult]:
-        if google:  # the [gcp] extra, which the settings required for these kinds
-            from app.adapters.queues.google_check import check_google
         http = container.http
         assert http is not None  # open_container always builds the shared pool
-        results = [r for kind in google for r in await check_google(kind, settings, http)]
+        results = [r for check in checks for r in await check(settings, http)]
         if not infrai:
             return results
         api = _api(container)

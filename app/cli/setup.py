@@ -1,8 +1,10 @@
 """``reminders setup --queue KIND``: create what a queue kind needs, idempotently.
 
-``infrai`` is ``setup-infrai``; ``pubsub`` creates topics, dead-letter topics and push
-subscriptions; ``cloudtasks`` creates queues with their retry configuration. Without
-``--queue``, every kind the configuration uses that has something to set up.
+The kinds with a ``setup`` (``app/adapters/queues/<kind>/``) and ``infrai``, which is
+``setup-infrai``: ``pubsub`` creates topics, dead-letter topics and push subscriptions;
+``cloudtasks`` creates queues with their retry configuration; ``rabbitmq`` declares quorum
+queues, delay buckets and dead-letter exchanges; ``sqs`` creates queues and their DLQs.
+Without ``--queue``, every kind the configuration uses that has something to set up.
 """
 
 from __future__ import annotations
@@ -15,16 +17,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.adapters.queues.pubsub.api import PubSubApiError
-from app.adapters.queues.pubsub.setup import SetupAction
-from app.cli.common import load_settings, run_in_container
+from app.adapters.channels.http import SharedHttp
+from app.adapters.queues.kind import QueueKind
+from app.adapters.queues.kinds import KINDS_BY_NAME, QUEUE_KINDS
+from app.cli.common import load_settings
 from app.cli.infrai import setup_infrai_command
-from app.container import Container
+from app.domain.errors import ReminderRelayError
 from app.settings import Settings
-from app.settings.google import GOOGLE_KINDS
 
 console = Console()
-SETUP_KINDS = ("infrai", *GOOGLE_KINDS, "rabbitmq", "sqs")
+# Infrai's setup is a command of its own (a dry run, its own table).
+SETUP_KINDS = tuple(k.name for k in QUEUE_KINDS if k.setup is not None or k.name == "infrai")
 
 
 def setup_command(
@@ -49,78 +52,26 @@ def setup_command(
     for kind in kinds:
         if kind == "infrai":
             setup_infrai_command(dry_run=dry_run, pull=False)
-        elif kind == "rabbitmq":
-            _print(kind, _rabbitmq(settings))
-        elif kind == "sqs":
-            _print(kind, _sqs(settings))
         else:
-            _print(kind, _google(kind, settings))
+            _print(kind, _setup(KINDS_BY_NAME[kind], settings))
 
 
-def _google(kind: str, settings: Settings) -> list[SetupAction]:
-    # Imported here: the Google libraries come from the [gcp] extra, which the settings
-    # already required when a Google queue is configured.
-    from google.api_core.exceptions import GoogleAPIError
-
-    from app.adapters.queues.google import run_google_setup
-
-    async def work(container: Container) -> list[SetupAction]:
-        assert container.http is not None  # open_container always builds the shared pool
-        return await run_google_setup(kind, settings, container.http)
-
-    try:
-        return run_in_container(settings, work)
-    except (PubSubApiError, GoogleAPIError) as error:  # say what the API refused
-        console.print(f"[red]{kind} setup failed: {error}[/red]")
-        raise typer.Exit(1) from None
-
-
-def _rabbitmq(settings: Settings) -> list[Any]:
-    # aio-pika comes from the [rabbitmq] extra, which the settings required already.
-    from app.adapters.queues.rabbitmq.setup import declare_topology
-    from app.domain.errors import ReminderRelayError
-
-    queues = sorted(q for q, kind in settings.queue_kinds.items() if kind == "rabbitmq")
-    rabbit = settings.rabbitmq
-    try:
-        declared = asyncio.run(
-            declare_topology(
-                rabbit.url.get_secret_value(),
-                queues,
-                delivery_limit=rabbit.delivery_limit,
-                max_delay_seconds=rabbit.max_delay_seconds,
-                timeout=rabbit.connect_timeout_seconds,
-            )
-        )
-    except ReminderRelayError as error:
-        console.print(f"[red]rabbitmq setup failed: {error}[/red]")
-        raise typer.Exit(1) from None
-    return list(declared)
-
-
-def _sqs(settings: Settings) -> list[Any]:
-    # aiobotocore comes from the [aws] extra, which the settings required already.
-    from app.adapters.queues.sqs import sqs_client
-    from app.adapters.queues.sqs.setup import create_queues
-    from app.domain.errors import ReminderRelayError
-
-    queues = sorted(q for q, kind in settings.queue_kinds.items() if kind == "sqs")
+def _setup(kind: QueueKind, settings: Settings) -> list[Any]:
+    # The kind's setup module comes from its extra, which the settings required already.
+    setup = kind.setup
+    assert setup is not None
 
     async def work() -> list[Any]:
-        client = sqs_client(settings)
+        http = SharedHttp()  # no container: setup needs neither the database nor a provider
         try:
-            return list(
-                await create_queues(
-                    client, queues, max_receive_count=settings.sqs.max_receive_count
-                )
-            )
+            return list(await setup(settings, http))
         finally:
-            await client.aclose()
+            await http.aclose()
 
     try:
         return asyncio.run(work())
-    except ReminderRelayError as error:
-        console.print(f"[red]sqs setup failed: {error}[/red]")
+    except ReminderRelayError as error:  # say what the queue's API refused
+        console.print(f"[red]{kind.name} setup failed: {error}[/red]")
         raise typer.Exit(1) from None
 
 

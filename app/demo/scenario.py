@@ -22,7 +22,8 @@ import httpx
 import uvicorn
 from pydantic import SecretStr
 
-from app.adapters.queues.embedded import PushResult, dispatcher_from_settings
+from app.adapters.queues.embedded.dispatcher import PushResult, dispatcher_from_settings
+from app.adapters.queues.embedded.settings import EmbeddedQueueSettings
 from app.container import open_container
 from app.db import queue_repo, summary_repo
 from app.demo.cases import CASES, STEPS, Case, DemoResult, format_offset
@@ -30,7 +31,7 @@ from app.demo.clock import TravelClock
 from app.demo.endpoint import WebhookEndpoint
 from app.domain.errors import ReminderRelayError
 from app.main import create_app
-from app.settings import EmbeddedQueueSettings, Settings
+from app.settings import Settings
 from app.settings.secrets import DEV_CHANNEL_SECRETS
 
 # The demo's own credentials, whatever REMINDERS_* the environment holds.

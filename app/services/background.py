@@ -23,13 +23,13 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded import (
-    AiohttpPusher,
-    EmbeddedQueuePublisher,
+from app.adapters.queues.embedded.dispatcher import (
     LocalAnswer,
     LocalDelivery,
     dispatcher_from_settings,
 )
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.pusher import AiohttpPusher
 from app.domain.messages import Delivery
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource

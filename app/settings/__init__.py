@@ -8,8 +8,6 @@ from pydantic_settings import BaseSettings
 from app.settings.catalog import setting_variables, settings_classes
 from app.settings.core import Settings
 from app.settings.database import DEFAULT_SQLITE_URL, DatabaseSettings
-from app.settings.embedded import EmbeddedQueueSettings
-from app.settings.infrai import InfraiSettings
 from app.settings.problems import ConfigurationProblems, describe, explain, merge
 from app.settings.secrets import SECRET_FIELDS
 
@@ -20,8 +18,6 @@ __all__ = [
     "SETTING_VARIABLES",
     "ConfigurationProblems",
     "DatabaseSettings",
-    "EmbeddedQueueSettings",
-    "InfraiSettings",
     "Settings",
     "explain",
     "read_settings",

@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Literal
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from app.adapters.queues.cloudtasks.settings import CloudTasksSettings
+from app.adapters.queues.embedded.settings import EmbeddedQueueSettings
+from app.adapters.queues.google_settings import GooglePushSettings
+from app.adapters.queues.infrai.settings import InfraiSettings
+from app.adapters.queues.kinds import KIND_NAMES, QUEUE_KINDS
+from app.adapters.queues.pubsub.settings import PubSubSettings
+from app.adapters.queues.qstash.settings import QStashSettings
+from app.adapters.queues.rabbitmq.settings import RabbitMQSettings
+from app.adapters.queues.sns.settings import SnsSettings
+from app.adapters.queues.sqs.settings import SqsSettings
 from app.domain.ledger import lease_margin
 from app.domain.retry import BackoffPolicy
-from app.settings.aws import QStashSettings, SnsSettings, check_aws_settings
 from app.settings.channels import ChannelSettings, split_csv
 from app.settings.database import DatabaseSettings
 from app.settings.deliverability import DeliverabilitySettings
-from app.settings.embedded import EmbeddedQueueSettings
-from app.settings.extras import OTEL, QUEUE_KIND_EXTRAS
-from app.settings.google import (
-    CloudTasksSettings,
-    GooglePushSettings,
-    PubSubSettings,
-    check_google_settings,
-)
-from app.settings.infrai import InfraiSettings, check_infrai_settings
+from app.settings.extras import EXTRAS, OTEL
 from app.settings.problems import MissingSecrets, gather
-from app.settings.rabbitmq import RabbitMQSettings
 from app.settings.secrets import (
     CHOSEN_SECRETS,
     DEV_PUSH_SECRET,
@@ -33,13 +34,14 @@ from app.settings.secrets import (
     is_placeholder,
     strength_checks,
 )
-from app.settings.sqs import SqsSettings, check_sqs_settings
 from app.settings.worker import WorkerSettings
 
-# Every REMINDERS_QUEUE value; each has one entry in app/adapters/queues/registry.py.
-QueueKind = Literal[
-    "memory", "embedded", "infrai", "cloudtasks", "pubsub", "sns", "qstash", "rabbitmq", "sqs"
-]
+# Every REMINDERS_QUEUE value: the names of the kinds (app/adapters/queues/kinds.py). mypy
+# sees a str; pydantic checks the Literal (its error names every accepted value).
+if TYPE_CHECKING:
+    QueueKind = str
+else:
+    QueueKind = Literal[KIND_NAMES]
 
 
 class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
@@ -53,7 +55,7 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     # A channel may use another queue kind than REMINDERS_QUEUE (e.g. webhooks via QStash).
     email_queue_kind: QueueKind | None = None
     webhook_queue_kind: QueueKind | None = None
-    # The embedded queue's dispatcher: REMINDERS_EMBEDDED_* (app/settings/embedded.py).
+    # The embedded queue's dispatcher: REMINDERS_EMBEDDED_* (its kind's settings module).
     embedded: EmbeddedQueueSettings = Field(default_factory=EmbeddedQueueSettings)
     queue_name: str = "reminders"
     # One queue per channel (explicit fan-out); empty → REMINDERS_QUEUE_NAME.
@@ -139,22 +141,11 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
             [
                 self._check_timeouts,
                 self._fill_dev_secrets if self.dev_mode else self._refuse_placeholder_secrets,
-                lambda: check_infrai_settings(
-                    self.infrai,
-                    queue="infrai" if "infrai" in self.queue_kinds_in_use else self.queue,
-                    delivery_seconds=self.delivery_seconds,
-                    max_attempts=self.max_attempts,
-                    dev_mode=self.dev_mode,
-                ),
                 lambda: self.check_channels(dev_mode=self.dev_mode),
                 self._check_queue_kinds,
                 self._check_queue_extras,
-                self._check_embedded_retries,
-                lambda: check_sqs_settings(
-                    self.queue_kinds_in_use, self.sqs, max_attempts=self.max_attempts
-                ),
-                self._check_embedded_push_timeout,
-                self._check_embedded_visibility,
+                # Each kind's own checks (each decides whether its kind is in use).
+                *(partial(check, self) for kind in QUEUE_KINDS for check in kind.settings_checks),
                 self._check_tracing,
                 *([] if self.dev_mode else strength_checks(self._chosen_secrets())),
             ]
@@ -200,25 +191,6 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
         """How long a pushed message stays hidden: configured, else the push timeout + 30 s."""
         return self.embedded.visibility_timeout_seconds or self.embedded_push_timeout + 30
 
-    def _check_embedded_push_timeout(self) -> None:
-        configured = self.embedded.push_timeout_seconds
-        if configured is not None and configured <= self.delivery_seconds:
-            raise ValueError(
-                "REMINDERS_EMBEDDED_PUSH_TIMEOUT_SECONDS must exceed "
-                "REMINDERS_PROVIDER_TIMEOUT_SECONDS + REMINDERS_LEASE_SECONDS (the finalize's "
-                f"budget), {self.delivery_seconds:g} s: a push given up sooner is redelivered "
-                "while its send may still be finalizing"
-            )
-
-    def _check_embedded_visibility(self) -> None:
-        configured = self.embedded.visibility_timeout_seconds
-        if configured is not None and configured <= self.embedded_push_timeout:
-            raise ValueError(
-                "REMINDERS_EMBEDDED_VISIBILITY_TIMEOUT_SECONDS must exceed the push timeout, "
-                f"{self.embedded_push_timeout:g} s, or a slow push is redelivered while it is "
-                "still running"
-            )
-
     def _check_tracing(self) -> None:
         if self.otel_enabled and not OTEL.installed():
             raise ValueError(OTEL.hint("REMINDERS_OTEL_ENABLED=true"))
@@ -226,9 +198,11 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     def _check_queue_extras(self) -> None:
         # Before anything imports a kind's client library: one line naming the extra.
         missing = [
-            extra.hint(self._queue_kind_variable(kind))
-            for kind, extra in sorted(QUEUE_KIND_EXTRAS.items())
-            if kind in self.queue_kinds_in_use and not extra.installed()
+            EXTRAS[kind.extra].hint(self._queue_kind_variable(kind.name))
+            for kind in sorted(QUEUE_KINDS, key=lambda kind: kind.name)
+            if kind.extra is not None
+            and kind.name in self.queue_kinds_in_use
+            and not EXTRAS[kind.extra].installed()
         ]
         if missing:
             raise ValueError("; ".join(missing))
@@ -240,15 +214,6 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
         channel = next(c for c, k in self.channel_queue_kinds.items() if k == kind)
         return f"REMINDERS_{channel.upper()}_QUEUE_KIND={kind}"
 
-    def _check_embedded_retries(self) -> None:
-        if "embedded" in self.queue_kinds_in_use and self.embedded.max_retries <= self.max_attempts:
-            # The queue must keep redelivering until our own ledger gives up (and records a
-            # dead letter); busy answers count as queue retries too.
-            raise ValueError(
-                "REMINDERS_EMBEDDED_MAX_RETRIES must be above REMINDERS_MAX_ATTEMPTS "
-                "so the queue never drops a message our ledger would still retry"
-            )
-
     def _check_queue_kinds(self) -> None:
         kinds: dict[str, str] = {}
         for channel, queue in self.channel_queues.items():
@@ -258,17 +223,6 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
                     f"queue {queue!r} is given two kinds ({kinds[queue]}, {kind}): give each "
                     "channel with its own kind its own queue name"
                 )
-        check_google_settings(
-            self.queue_kinds_in_use,
-            cloudtasks=self.cloudtasks,
-            pubsub=self.pubsub,
-            max_attempts=self.max_attempts,
-            provider_timeout_seconds=self.provider_timeout_seconds,
-        )
-        sns_queues = {queue for queue, kind in self.queue_kinds.items() if kind == "sns"}
-        check_aws_settings(
-            self.queue_kinds_in_use, sns_queues=sns_queues, sns=self.sns, qstash=self.qstash
-        )
 
     def _refuse_placeholder_secrets(self) -> None:
         missing = [

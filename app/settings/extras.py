@@ -1,7 +1,8 @@
 """The optional extras (``pip install 'reminder-relay[extra]'``) and what needs each.
 
 The base install runs everything that needs no cloud library; Google, AWS and
-OpenTelemetry code is imported only when a configured queue kind or feature uses it. The
+OpenTelemetry code is imported only when a configured queue kind or feature uses it (each
+queue kind names its extra). The
 settings check that the extra is installed before anything imports it, so a missing one is
 a single line naming what to install, never an ``ImportError`` traceback.
 """
@@ -41,11 +42,5 @@ RABBITMQ = Extra("rabbitmq", ("aio_pika",))
 # FastAPI itself installs opentelemetry-api; the extra is the SDK and its exporter.
 OTEL = Extra("otel", ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"))
 
-# The extra each queue kind needs (kinds not named need none).
-QUEUE_KIND_EXTRAS: dict[str, Extra] = {
-    "cloudtasks": GCP,
-    "pubsub": GCP,
-    "sns": AWS,
-    "rabbitmq": RABBITMQ,
-    "sqs": AWS,
-}
+# By the name a queue kind gives as its ``extra`` (app/adapters/queues/kind.py).
+EXTRAS: dict[str, Extra] = {extra.name: extra for extra in (GCP, AWS, RABBITMQ, OTEL)}

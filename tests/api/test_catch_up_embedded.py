@@ -15,14 +15,9 @@ from collections.abc import AsyncIterator, Mapping
 import httpx
 import pytest
 
-from app.adapters.queues.embedded import (
-    Dispatcher,
-    DispatchLimits,
-    EmbeddedQueuePublisher,
-    PushFailed,
-    PushResponse,
-    PushTarget,
-)
+from app.adapters.queues.embedded.dispatcher import Dispatcher, DispatchLimits
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.pusher import PushFailed, PushResponse, PushTarget
 from app.container import Container, build_container
 from app.db import queue_repo
 from app.db.engine import create_engine

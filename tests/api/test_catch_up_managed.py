@@ -17,10 +17,10 @@ import pytest
 from pydantic import SecretStr
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.push_formats.qstash import QStashPushFormat
-from app.adapters.push_formats.sns import CertificateStore, SnsPushFormat
-from app.adapters.queues.qstash import QStashPublisher
-from app.adapters.queues.sns import SnsPublisher
+from app.adapters.queues.qstash.publisher import QStashPublisher
+from app.adapters.queues.qstash.push_format import QStashPushFormat
+from app.adapters.queues.sns.publisher import SnsPublisher
+from app.adapters.queues.sns.push_format import CertificateStore, SnsPushFormat
 from tests.support.aws_fixtures import CREDENTIALS, REGION
 from tests.support.fake_qstash import FREE_PLAN_DELAY, TOKEN, FakeQStash
 from tests.support.flow import put_customer, put_reminder, sweep

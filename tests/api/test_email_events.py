@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from app.adapters.channels.http import SharedHttp
 from app.adapters.channels.postmark import PostmarkProvider
 from app.adapters.email_events.ses import SesEvents
-from app.adapters.push_formats.sns import CertificateStore, SnsPushFormat
+from app.adapters.queues.sns.push_format import CertificateStore, SnsPushFormat
 from app.domain.messages import SendResult
 from tests.conftest import make_settings
 from tests.support import email_events as ev

@@ -11,9 +11,11 @@ from datetime import timedelta
 import orjson
 import pytest
 
+from app.adapters.queues.cloudtasks.settings import CloudTasksSettings
+from app.adapters.queues.google_settings import GooglePushSettings
+from app.adapters.queues.pubsub.settings import PubSubSettings
 from app.adapters.queues.routing import RoutingPublisher
 from app.container import build_container
-from app.settings.google import CloudTasksSettings, GooglePushSettings, PubSubSettings
 from tests.conftest import make_settings
 from tests.support.flow import put_customer, put_reminder
 from tests.support.google_tokens import AUDIENCE, SERVICE_ACCOUNT, SigningKey, certificate_server

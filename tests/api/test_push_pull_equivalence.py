@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from app.adapters.queues.infrai import InfraiConsumer, InfraiPublisher
+from app.adapters.queues.infrai.consumer import InfraiConsumer
+from app.adapters.queues.infrai.publisher import InfraiPublisher
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import RenderedMessage, SendResult
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, poll_once

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
 from app.container import open_container
 from app.main import create_app
 from tests.conftest import make_settings

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
 from app.db.engine import create_engine
 from app.db.tables import dead_letters, send_records
 from app.domain.errors import TransientProviderError

@@ -7,13 +7,9 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from app.adapters.queues.embedded import (
-    Dispatcher,
-    DispatchLimits,
-    EmbeddedQueuePublisher,
-    PushFailed,
-    PushTarget,
-)
+from app.adapters.queues.embedded.dispatcher import Dispatcher, DispatchLimits
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.pusher import PushFailed, PushTarget
 from app.cli import cli
 from app.db import queue_repo
 from app.db.engine import create_engine

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.queues.infrai import InfraiPublisher
+from app.adapters.queues.infrai.publisher import InfraiPublisher
 from tests.support.fake_infrai import API_KEY
 from tests.support.flow import put_customer, put_reminder, sweep
 from tests.support.infrai_fixtures import make_api

@@ -24,11 +24,11 @@ import pytest
 from pydantic import SecretStr
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.queues.embedded import EmbeddedQueuePublisher
-from app.adapters.queues.infrai import InfraiPublisher
-from app.adapters.queues.memory import MemoryPublisher
-from app.adapters.queues.qstash import QStashPublisher
-from app.adapters.queues.sns import SnsPublisher
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
+from app.adapters.queues.infrai.publisher import InfraiPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
+from app.adapters.queues.qstash.publisher import QStashPublisher
+from app.adapters.queues.sns.publisher import SnsPublisher
 from app.db import queue_repo
 from app.db.engine import create_engine
 from app.domain.ports import QueuePublisher

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.adapters.queues.embedded import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.domain.messages import OutgoingMessage
 from tests.support.flow import METRICS
 

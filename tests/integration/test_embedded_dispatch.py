@@ -12,13 +12,9 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded import (
-    AiohttpPusher,
-    Dispatcher,
-    DispatchLimits,
-    EmbeddedQueuePublisher,
-    PushTarget,
-)
+from app.adapters.queues.embedded.dispatcher import Dispatcher, DispatchLimits
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.pusher import AiohttpPusher, PushTarget
 from app.db import queue_repo
 from app.db.engine import create_engine
 from app.db.queue_tables import queue_messages

@@ -9,12 +9,9 @@ import random
 import pytest
 from sqlalchemy import select
 
-from app.adapters.queues.embedded import (
-    Dispatcher,
-    DispatchLimits,
-    EmbeddedQueuePublisher,
-    PushTarget,
-)
+from app.adapters.queues.embedded.dispatcher import Dispatcher, DispatchLimits
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.pusher import PushTarget
 from app.container import Container
 from app.db import queue_repo
 from app.db.tables import send_records

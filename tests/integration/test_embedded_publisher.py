@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.db import queue_repo
 from app.db.engine import create_engine
 from app.domain.errors import PublishError

@@ -10,10 +10,10 @@ import orjson
 import pytest
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.push_formats.cloudtasks import CloudTasksPushFormat
 from app.adapters.push_formats.google_oidc import OidcRequirements, build_oidc_verifier
-from app.adapters.push_formats.pubsub import PubSubPushFormat
 from app.adapters.push_formats.signatures import sign
+from app.adapters.queues.cloudtasks.push_format import CloudTasksPushFormat
+from app.adapters.queues.pubsub.push_format import PubSubPushFormat
 from app.domain.errors import AuthenticationUnavailable, MalformedDelivery, Unauthenticated
 from app.domain.messages import PushRequest
 from tests.support.channel_servers import free_port

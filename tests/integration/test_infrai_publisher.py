@@ -9,7 +9,8 @@ from email.utils import format_datetime
 
 import pytest
 
-from app.adapters.queues.infrai import InfraiError, InfraiPublisher
+from app.adapters.queues.infrai.api import InfraiError
+from app.adapters.queues.infrai.publisher import InfraiPublisher
 from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.retry import BackoffPolicy

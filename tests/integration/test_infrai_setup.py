@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from app.adapters.queues.infrai.settings import InfraiSettings
 from app.adapters.queues.infrai.setup import apply_setup, plan_setup
 from app.domain.errors import ConfigError
-from app.settings.infrai import InfraiSettings
 from tests.conftest import CRON_TOKEN, make_settings
 from tests.support.fake_infrai import API_KEY
 from tests.support.infrai_fixtures import make_api

@@ -8,7 +8,8 @@ import random
 import pytest
 from prometheus_client import REGISTRY
 
-from app.adapters.queues.infrai import InfraiConsumer, InfraiPublisher
+from app.adapters.queues.infrai.consumer import InfraiConsumer
+from app.adapters.queues.infrai.publisher import InfraiPublisher
 from app.domain.errors import TransientProviderError
 from app.domain.retry import BackoffPolicy
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, poll_once, run_pull_worker

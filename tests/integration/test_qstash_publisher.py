@@ -7,7 +7,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.queues.qstash import QStashPublisher
+from app.adapters.queues.qstash.publisher import QStashPublisher
 from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage
 from tests.support.fake_qstash import FREE_PLAN_DELAY, TOKEN, FakeQStash

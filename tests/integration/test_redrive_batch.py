@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import event, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
 from app.db.engine import create_engine
 from app.db.tables import customers, dead_letters, reminders, send_records
 from app.domain.redrive import DeadLetterFilter

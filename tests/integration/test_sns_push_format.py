@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.push_formats.sns import CertificateStore, SnsPushFormat, string_to_sign
+from app.adapters.queues.sns.push_format import CertificateStore, SnsPushFormat, string_to_sign
 from app.domain.errors import AuthenticationUnavailable, MalformedDelivery, Unauthenticated
 from app.domain.messages import PushRequest
 from tests.support.sns import TOPIC_ARN, SnsHost, body, client_ssl

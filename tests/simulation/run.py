@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
 from app.container import Container, build_container
 from app.db.schema import metadata
 from tests.conftest import make_settings

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from app.adapters.queues.memory import MemoryPublisher, PublishedMessage
+from app.adapters.queues.memory.publisher import MemoryPublisher, PublishedMessage
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from tests.support.clock import FakeClock
 from tests.support.flow import push_message, put_customer, put_reminder, sweep

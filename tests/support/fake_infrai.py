@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from app.adapters.push_formats.infrai import sign
+from app.adapters.queues.infrai.push_format import sign
 
 API_KEY = "ifr_test_0123456789abcdef"
 MAX_MESSAGE_BYTES = 256 * 1024

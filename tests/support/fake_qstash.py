@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from app.settings.aws import QStashSettings
+from app.adapters.queues.qstash.settings import QStashSettings
 from tests.support.clock import FakeClock
 from tests.support.loopback import serve
 

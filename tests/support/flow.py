@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from app.adapters.queues.memory import MemoryPublisher, PublishedMessage
+from app.adapters.queues.memory.publisher import MemoryPublisher, PublishedMessage
 from tests.support.push import envelope, signed
 
 API_TOKEN = "test-api-token-5f0c9a1e7b3d42c8a6e0f1"

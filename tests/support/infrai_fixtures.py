@@ -12,7 +12,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.adapters.queues.infrai import InfraiApi, InfraiConfig
+from app.adapters.queues.infrai.api import InfraiApi, InfraiConfig
 from app.domain.retry import BackoffPolicy
 from tests.support.clock import FakeClock
 from tests.support.fake_infrai import API_KEY, FakeInfrai, serve_fake_infrai

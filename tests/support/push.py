@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from app.adapters.push_formats.infrai import sign
+from app.adapters.queues.infrai.push_format import sign
 
 PUSH_SECRET = "test-push-secret-current-1d9f3b7e5a2c6048"
 NEXT_PUSH_SECRET = "test-push-secret-next-8e6c4a2f0b9d7e3153"

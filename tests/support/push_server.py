@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from app.adapters.push_formats.infrai import InfraiPushFormat
+from app.adapters.queues.infrai.push_format import InfraiPushFormat
 from app.domain.errors import Unauthenticated
 from tests.support.loopback import serve
 from tests.support.push import PUSH_SECRET

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
-from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
 from app.domain.messages import OutgoingMessage
 
 

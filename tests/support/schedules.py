@@ -11,7 +11,7 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.memory import MemoryPublisher, PublishedMessage
+from app.adapters.queues.memory.publisher import MemoryPublisher, PublishedMessage
 from app.db.tables import reminders, send_records
 from tests.support.clock import FakeClock
 from tests.support.flow import API, push_message, sweep

@@ -8,8 +8,8 @@ import os
 import pytest
 from pydantic import ValidationError
 
+from app.adapters.queues.infrai.settings import InfraiSettings
 from app.settings import ConfigurationProblems, Settings
-from app.settings.infrai import InfraiSettings
 from tests.unit.test_settings import GOOD
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from app.adapters.queues.embedded.settings import EmbeddedQueueSettings
 from app.cli.embedded import local_base_url
 from app.services.background import runs_in_serve
 from app.settings import Settings
-from app.settings.embedded import EmbeddedQueueSettings
 
 
 def test_the_embedded_queue_is_the_default_and_serve_runs_its_dispatcher(monkeypatch):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.settings.google import CloudTasksSettings, PubSubSettings
+from app.adapters.queues.cloudtasks.settings import CloudTasksSettings
+from app.adapters.queues.pubsub.settings import PubSubSettings
 from tests.conftest import make_settings
 
 

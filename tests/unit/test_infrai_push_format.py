@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.adapters.push_formats.infrai import InfraiPushFormat, sign
+from app.adapters.queues.infrai.push_format import InfraiPushFormat, sign
 from app.domain.errors import MalformedDelivery, Unauthenticated
 from app.domain.messages import parse_delivery_payload
 

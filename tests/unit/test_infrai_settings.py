@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from app.adapters.queues.infrai import InfraiPublisher
+from app.adapters.queues.infrai.publisher import InfraiPublisher
+from app.adapters.queues.infrai.settings import InfraiSettings
 from app.adapters.queues.registry import build_publisher, close_publisher
-from app.settings.infrai import InfraiSettings
 from tests.conftest import make_settings
 
 

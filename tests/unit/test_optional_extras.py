@@ -14,18 +14,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The modules that exist to talk to an optional integration; nothing else may need one.
 INTEGRATION_MODULES = {
-    "app.adapters.push_formats.cloudtasks",
     "app.adapters.push_formats.google_oidc",
-    "app.adapters.push_formats.pubsub",
-    "app.adapters.push_formats.sns",
+    "app.adapters.queues.cloudtasks.build",
+    "app.adapters.queues.cloudtasks.check",
     "app.adapters.queues.cloudtasks.publisher",
+    "app.adapters.queues.cloudtasks.push_format",
     "app.adapters.queues.cloudtasks.setup",
     "app.adapters.queues.google",
-    "app.adapters.queues.google_check",
+    "app.adapters.queues.pubsub.build",
+    "app.adapters.queues.pubsub.check",
+    "app.adapters.queues.pubsub.push_format",
     "app.adapters.queues.rabbitmq.consumer",
     "app.adapters.queues.rabbitmq.publisher",
     "app.adapters.queues.rabbitmq.setup",
     "app.adapters.queues.rabbitmq.wire",
+    "app.adapters.queues.sns.push_format",
 }
 
 

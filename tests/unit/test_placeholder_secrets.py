@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from app.settings import InfraiSettings
+from app.adapters.queues.infrai.settings import InfraiSettings
 from app.settings.secrets import PLACEHOLDER_SECRETS, is_placeholder
 from tests.conftest import make_settings
 

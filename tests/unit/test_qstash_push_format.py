@@ -7,7 +7,7 @@ import jwt
 import orjson
 import pytest
 
-from app.adapters.push_formats.qstash import QStashPushFormat
+from app.adapters.queues.qstash.push_format import QStashPushFormat
 from app.domain.errors import MalformedDelivery, Unauthenticated
 from app.domain.messages import PushRequest
 from tests.support.qstash import CURRENT_KEY, NEXT_KEY, PUSH_URL, mint, push_headers

@@ -62,7 +62,11 @@ def _sendgrid(settings: Settings) -> EmailEventSource:
 
 def _ses(settings: Settings, http: SharedHttp) -> EmailEventSource:
     try:
-        from app.adapters.push_formats.sns import SNS_HOST_PATTERN, CertificateStore, SnsPushFormat
+        from app.adapters.queues.sns.push_format import (
+            SNS_HOST_PATTERN,
+            CertificateStore,
+            SnsPushFormat,
+        )
     except ImportError as error:
         raise ConfigError(_EXTRA.format(name="REMINDERS_SES_EVENTS_TOPIC_ARNS")) from error
     from .ses import SesEvents

@@ -1,30 +1,24 @@
-"""The embedded queue: a table of messages (``publisher``) pushed by a dispatcher
-(``dispatcher``) over HTTP through a signing client (``pusher``), or in process."""
+"""The embedded queue (``REMINDERS_QUEUE=embedded``): a table of messages (``publisher``)
+pushed by a dispatcher (``dispatcher``) over HTTP through a signing client (``pusher``), or
+in process. It pushes as Infrai does, so Infrai's push format reads it."""
 
-from .dispatcher import (
-    Dispatcher,
-    DispatchLimits,
-    DispatchReport,
-    LocalAnswer,
-    LocalDelivery,
-    PushResult,
-    dispatcher_from_settings,
+from ..kind import QueueKind, lazy
+from .settings import (
+    EmbeddedQueueSettings,
+    check_embedded_push_timeout,
+    check_embedded_retries,
+    check_embedded_visibility,
 )
-from .publisher import EmbeddedQueuePublisher
-from .pusher import AiohttpPusher, Pusher, PushFailed, PushResponse, PushTarget
 
-__all__ = [
-    "AiohttpPusher",
-    "DispatchLimits",
-    "DispatchReport",
-    "Dispatcher",
-    "EmbeddedQueuePublisher",
-    "LocalAnswer",
-    "LocalDelivery",
-    "PushFailed",
-    "PushResponse",
-    "PushResult",
-    "PushTarget",
-    "Pusher",
-    "dispatcher_from_settings",
-]
+KIND = QueueKind(
+    name="embedded",
+    max_delay="7 days",
+    publisher=lazy(__name__, "publisher", "build_embedded_publisher"),
+    push_format=lazy("app.adapters.queues", "infrai.build", "build_infrai_push_format"),
+    settings=(EmbeddedQueueSettings,),
+    settings_checks=(
+        check_embedded_retries,
+        check_embedded_push_timeout,
+        check_embedded_visibility,
+    ),
+)

@@ -18,8 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app.db import queue_repo
 from app.db.queue_repo import NewMessage
 from app.domain.clock import utc_now
+from app.domain.errors import ConfigError
 from app.domain.messages import OutgoingMessage
 from app.domain.queueing import DEDUP_WINDOW, MAX_DELAY_SECONDS, RETENTION, check_publishable
+
+from ..parts import QueueParts
 
 # Messages per transaction of publish_batch. SQLite's statements are sent in pages within its
 # bound-parameter limit either way; the bound keeps each write transaction short.
@@ -135,3 +138,13 @@ class EmbeddedQueuePublisher:
                 )
             )
         return stored
+
+
+def build_embedded_publisher(parts: QueueParts) -> EmbeddedQueuePublisher:
+    """The publisher over the service's database engine."""
+    if parts.engine is None:
+        raise ConfigError("the embedded queue needs the service's database engine")
+    max_retries = parts.settings.embedded.max_retries
+    if parts.clock is None:
+        return EmbeddedQueuePublisher(parts.engine, max_retries=max_retries)
+    return EmbeddedQueuePublisher(parts.engine, max_retries=max_retries, clock=parts.clock)

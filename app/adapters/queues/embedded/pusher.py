@@ -15,7 +15,7 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
-from app.adapters.push_formats.infrai import sign
+from app.adapters.queues.infrai.push_format import sign
 
 _MAX_ANSWER_BYTES = 64 * 1024
 _MAX_ERROR = 500

@@ -1,25 +1,17 @@
-"""Infrai over plain HTTP: the publisher, the API client, the pull consumer, and the
-``setup-infrai`` (``setup``) and ``reminders check`` (``check``, ``discovery``) tools."""
+"""Infrai over plain HTTP (``REMINDERS_QUEUE=infrai``): the publisher (``publisher``), the
+API client (``api``), the push format, the pull consumer, and the ``setup-infrai``
+(``setup``) and ``reminders check`` (``check``, ``discovery``) tools, which the CLI runs
+itself (they have options of their own: a dry run, a recorded discovery file)."""
 
-from .api import InfraiApi, InfraiConfig, InfraiError
-from .consumer import InfraiConsumer, build_infrai_consumer
-from .publisher import (
-    PUBLISH_PATH,
-    InfraiPublisher,
-    build_http_client,
-    build_infrai_publisher,
-    infrai_config,
+from ..kind import QueueKind, lazy
+from .settings import InfraiSettings, check_infrai_settings
+
+KIND = QueueKind(
+    name="infrai",
+    max_delay="7 days",
+    publisher=lazy(__name__, "build", "build_publisher"),
+    push_format=lazy(__name__, "build", "build_infrai_push_format"),
+    consumer=lazy(__name__, "build", "build_consumer"),
+    settings=(InfraiSettings,),
+    settings_checks=(check_infrai_settings,),
 )
-
-__all__ = [
-    "PUBLISH_PATH",
-    "InfraiApi",
-    "InfraiConfig",
-    "InfraiConsumer",
-    "InfraiError",
-    "InfraiPublisher",
-    "build_http_client",
-    "build_infrai_consumer",
-    "build_infrai_publisher",
-    "infrai_config",
-]

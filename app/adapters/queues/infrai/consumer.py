@@ -20,8 +20,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from app.adapters.queues.infrai.settings import InfraiSettings
 from app.domain.messages import Delivery, PulledMessage
-from app.settings.infrai import InfraiSettings
 
 from .api import InfraiApi, InfraiError
 from .requests import ack_body, consume_body, nack_body

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import httpx
 
+from app.adapters.queues.infrai.settings import InfraiSettings
 from app.domain.messages import OutgoingMessage
 from app.domain.queueing import MAX_DELAY_SECONDS, check_publishable
 from app.domain.retry import BackoffPolicy
-from app.settings.infrai import InfraiSettings
 
 from .api import InfraiApi, InfraiConfig, InfraiError
 from .requests import batch_bodies, batch_idempotency_key, publish_body

@@ -7,10 +7,13 @@ role) unless given here.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 
 class SqsSettings(BaseSettings):
@@ -40,9 +43,10 @@ class SqsSettings(BaseSettings):
         return urls
 
 
-def check_sqs_settings(kinds: set[str], sqs: SqsSettings, *, max_attempts: int) -> None:
+def check_sqs_settings(settings: Settings) -> None:
     """SQS must keep redelivering until our own ledger gives up (and records a dead letter)."""
-    if "sqs" in kinds and sqs.max_receive_count <= max_attempts:
+    in_use = "sqs" in settings.queue_kinds_in_use
+    if in_use and settings.sqs.max_receive_count <= settings.max_attempts:
         raise ValueError(
             "REMINDERS_SQS_MAX_RECEIVE_COUNT must be above REMINDERS_MAX_ATTEMPTS "
             "so SQS never moves a message to its DLQ that our ledger would still retry"

@@ -13,11 +13,10 @@ from collections.abc import Sequence
 
 import orjson
 
+from app.adapters.push_formats.google_oidc import GoogleOidcVerifier
+from app.adapters.push_formats.signatures import check_hmac
 from app.domain.errors import MalformedDelivery
 from app.domain.messages import Delivery, PushRequest
-
-from .google_oidc import GoogleOidcVerifier
-from .signatures import check_hmac
 
 TASK_NAME_HEADER = "x-cloudtasks-taskname"
 RETRY_COUNT_HEADER = "x-cloudtasks-taskretrycount"

@@ -23,10 +23,9 @@ from typing import Any
 
 import orjson
 
+from app.adapters.push_formats.signatures import check_hmac, sign
 from app.domain.errors import MalformedDelivery, Unauthenticated
 from app.domain.messages import Delivery, PushRequest
-
-from .signatures import check_hmac, sign
 
 __all__ = ["InfraiPushFormat", "sign"]
 

@@ -18,11 +18,10 @@ from typing import Any
 
 import orjson
 
+from app.adapters.push_formats.google_oidc import GoogleOidcVerifier
+from app.adapters.push_formats.signatures import check_token
 from app.domain.errors import MalformedDelivery
 from app.domain.messages import Delivery, PushRequest
-
-from .google_oidc import GoogleOidcVerifier
-from .signatures import check_token
 
 MESSAGE_ID_HEADER = "x-goog-pubsub-message-id"
 DELIVERY_ATTEMPT_HEADER = "x-goog-pubsub-delivery-attempt"

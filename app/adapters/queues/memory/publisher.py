@@ -74,3 +74,8 @@ class MemoryPublisher:
         """Take every stored message out (tests deliver them by hand)."""
         taken, self.messages = self.messages, []
         return taken
+
+
+def build_memory_publisher(parts: object) -> MemoryPublisher:
+    """A fresh in-memory queue (the registry's builder; it needs nothing of ``parts``)."""
+    return MemoryPublisher()

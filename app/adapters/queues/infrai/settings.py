@@ -8,12 +8,13 @@ here, with the most common client behaviour as the default.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.settings.secrets import refuse_placeholder
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 
 class InfraiSettings(BaseSettings):
@@ -68,15 +69,12 @@ class InfraiSettings(BaseSettings):
         return int(value) if value == int(value) else int(value) + 1
 
 
-def check_infrai_settings(
-    infrai: InfraiSettings,
-    *,
-    queue: str,
-    delivery_seconds: float,
-    max_attempts: int,
-    dev_mode: bool,
-) -> None:
+def check_infrai_settings(settings: Settings) -> None:
     """Refuse Infrai settings that would lose or double-process messages."""
+    # Imported here: the settings package imports this module while it loads.
+    from app.settings.secrets import refuse_placeholder
+
+    infrai, delivery_seconds = settings.infrai, settings.delivery_seconds
     if infrai.visibility_timeout_seconds is not None and (
         infrai.visibility_timeout_seconds <= delivery_seconds
     ):
@@ -85,14 +83,14 @@ def check_infrai_settings(
             f"REMINDERS_PROVIDER_TIMEOUT_SECONDS + REMINDERS_LEASE_SECONDS, {delivery_seconds:g} "
             "s: a pulled message must not reappear while its send may still be finalizing"
         )
-    if queue != "infrai":
+    if "infrai" not in settings.queue_kinds_in_use and settings.queue != "infrai":
         return
-    if infrai.queue_max_retries <= max_attempts:
+    if infrai.queue_max_retries <= settings.max_attempts:
         raise ValueError(
             "REMINDERS_INFRAI_QUEUE_MAX_RETRIES must exceed REMINDERS_MAX_ATTEMPTS: our own "
             "dead-letter set must catch exhausted sends before Infrai's DLQ does"
         )
-    if not dev_mode:
+    if not settings.dev_mode:
         refuse_placeholder(
             "REMINDERS_INFRAI_API_KEY", infrai.api_key, context="REMINDERS_QUEUE=infrai"
         )

@@ -1,0 +1,65 @@
+"""SNS settings (prefix ``REMINDERS_SNS_``), nested in ``Settings.sns``: the topic of each
+queue (``queue=arn`` pairs), the region and an endpoint override, and how SNS pushes are
+verified."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+
+class SnsSettings(BaseSettings):
+    """SNS topics per queue and push verification (prefix ``REMINDERS_SNS_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="REMINDERS_SNS_", extra="ignore")
+
+    # "reminders=arn:aws:sns:eu-west-1:123456789012:reminders,reminders-webhook=arn:…"
+    topic_arns: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    region: str = ""  # empty: the region of the first topic ARN
+    endpoint_url: str = ""  # empty: AWS's (or botocore's AWS_ENDPOINT_URL_SNS)
+    # Certificates and SubscribeURLs are fetched only from hosts matching this regular
+    # expression; empty: SNS's own hosts, sns.<region>.amazonaws.com(.cn).
+    cert_host_pattern: str = ""
+    # SNS redelivers the original signed message for as long as its delivery policy retries,
+    # at most 3,600 s for HTTP/S (an AWS hard limit); plus margin.
+    timestamp_tolerance_seconds: float = Field(default=3900.0, ge=60)
+
+    @field_validator("topic_arns", mode="before")
+    @classmethod
+    def _parse_topics(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        pairs = [part.strip() for part in value.split(",") if part.strip()]
+        topics = {}
+        for pair in pairs:
+            queue, sep, arn = pair.partition("=")
+            if not sep or not arn.strip().startswith("arn:"):
+                raise ValueError(f"REMINDERS_SNS_TOPIC_ARNS: {pair!r} is not queue=arn:aws:sns:…")
+            topics[queue.strip()] = arn.strip()
+        return topics
+
+    def region_name(self) -> str:
+        """The configured region, else the one in the first topic ARN."""
+        if self.region:
+            return self.region
+        first = next(iter(self.topic_arns.values()), "")
+        parts = first.split(":")
+        return parts[3] if len(parts) > 3 else ""
+
+
+def check_sns_settings(settings: Settings) -> None:
+    """Every SNS queue has a topic, and a region is known."""
+    if "sns" not in settings.queue_kinds_in_use:
+        return
+    sns = settings.sns
+    sns_queues = {queue for queue, kind in settings.queue_kinds.items() if kind == "sns"}
+    missing = sorted(queue for queue in sns_queues if queue not in sns.topic_arns)
+    if missing:
+        raise ValueError(f"REMINDERS_SNS_TOPIC_ARNS has no topic for queue(s) {missing}")
+    if not sns.region_name():
+        raise ValueError("REMINDERS_SNS_REGION is empty and the topic ARNs name none")
