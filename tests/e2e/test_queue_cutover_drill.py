@@ -53,7 +53,7 @@ def settings(settings, pull_queue):
 async def test_cutover_from_the_embedded_queue_sends_every_reminder_exactly_once(
     pull_queue, client, container, clock, settings, ledger, processes, tmp_path
 ):
-    from app.adapters.queues.embedded import EmbeddedQueuePublisher
+    from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
     from app.adapters.queues.registry import close_publisher
 
     kind, queue, variables = pull_queue

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from app.adapters.queues.embedded import EmbeddedQueuePublisher
+from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.memory import MemoryPublisher
 from app.db import queue_repo
 from app.db.queue_tables import queue_messages

@@ -15,7 +15,7 @@ from app.settings import Settings
 
 @dataclass(frozen=True, slots=True)
 class QueueParts:
-    """Passed to every builder in ``registry.QUEUE_KINDS``."""
+    """Passed to every builder of a ``QueueKind`` (``kinds.QUEUE_KINDS``)."""
 
     settings: Settings
     engine: AsyncEngine | None = None
