@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import update
 
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
-from app.adapters.queues.memory import MemoryPublisher
+from app.adapters.queues.memory.publisher import MemoryPublisher
 from app.db import queue_repo
 from app.db.queue_tables import queue_messages
 from app.domain.errors import PublishError
