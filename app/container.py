@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.channels.registry import build_providers
+from app.adapters.channels.registry import build_chains
 from app.adapters.channels.ssrf import TargetCheck
 from app.adapters.channels.webhook import WebhookProvider
 from app.adapters.email_events.registry import build_event_sources
@@ -22,11 +22,12 @@ from app.db.engine import connection_budget, create_engine
 from app.db.ledger import ledger_for
 from app.db.suppressions import DbSuppressionList
 from app.domain.clock import utc_now
+from app.domain.failover import CircuitBreaker
 from app.domain.ports import EmailEventSource, PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
 from app.domain.throttle import AuthThrottle
 from app.domain.unsubscribe import UnsubscribeLinks
-from app.observability import instrument_providers
+from app.observability import instrument_chains
 from app.observability.tracing import enable_tracing, instrument_libraries
 from app.services.catchup import CatchUpLimits
 from app.services.ledger_metrics import LedgerMetrics
@@ -113,15 +114,23 @@ def build_container(
     readiness_engine = create_engine(settings.database_url, pool_size=budget.readiness)
     http = SharedHttp(max_connections=settings.http_max_connections)
     renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
-    providers = build_providers(settings, http=http)
+    chains = instrument_chains(build_chains(settings, http=http))
+    providers = {channel: chain[0] for channel, chain in chains.items()}
     webhook = providers.get("webhook")
+    failover = {channel: chain for channel, chain in chains.items() if len(chain) > 1}
     receiver = Receiver(
         ledger=ledger_for(
             engine,
             raw_connections=budget.raw_ledger,
             statements_in_flight=settings.database_group_statements,
         ),
-        providers=instrument_providers(providers),
+        providers=providers,
+        chains=failover,
+        breakers={
+            provider.name: CircuitBreaker(settings.breaker_policy)
+            for chain in failover.values()
+            for provider in chain
+        },
         renderer=renderer,
         policy=_delivery_policy(settings),
         clock=clock,
@@ -167,7 +176,7 @@ def build_container(
     if settings.otel_enabled:
         _trace(container, engine)
     container.close_with(http.aclose)
-    for provider in {id(p): p for p in providers.values()}.values():
+    for provider in {id(p): p for chain in chains.values() for p in chain}.values():
         close = getattr(provider, "aclose", None)  # SES: its own AWS client
         if close is not None:
             container.close_with(close)

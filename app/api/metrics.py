@@ -32,9 +32,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from app.domain.failover import CircuitState
 from app.domain.states import DeadLetterReason, DeliverySummary
 from app.services.audit import AuditReport
 from app.services.deliverability import DeliverabilityFigures
+from app.services.failover import circuit_states
 from app.services.ledger_metrics import LedgerMetrics
 from app.services.operations import LedgerFigures
 
@@ -72,6 +74,25 @@ class LedgerCollector(Collector):
             yield _audit_gauge(self.audit)
         if self.deliverability is not None:
             yield from _deliverability_metrics(self.deliverability)
+
+
+class CircuitCollector(Collector):
+    """Failover's circuit per provider, as this process sees it (0 closed, 1 half open,
+    2 open); every provider of a channel with several is there from the first scrape."""
+
+    def __init__(self, states: list[tuple[str, str, CircuitState]]) -> None:
+        self.states = states
+
+    def collect(self) -> Iterator[Metric]:
+        """``reminders_provider_circuit_state{channel,provider}``."""
+        gauge = GaugeMetricFamily(
+            "reminders_provider_circuit_state",
+            "Failover circuit of each provider in this process: 0 closed, 1 half open, 2 open.",
+            labels=["channel", "provider"],
+        )
+        for channel, provider, state in self.states:
+            gauge.add_metric([channel, provider], state.gauge)
+        yield gauge
 
 
 def _deliverability_metrics(figures: DeliverabilityFigures) -> Iterator[Metric]:
@@ -201,5 +222,6 @@ async def metrics(request: Request, container: ContainerDep) -> Response:
     queues = container.settings.queue_kinds
     embedded = [queue for queue, kind in queues.items() if kind == "embedded"]
     ledger.register(LedgerCollector(container.ledger_metrics, embedded_queues=embedded))
+    ledger.register(CircuitCollector(circuit_states(container.receiver)))
     body = generate_latest(process_registry()) + generate_latest(ledger)
     return Response(body, media_type=CONTENT_TYPE)

@@ -11,7 +11,8 @@ read it):
   failure's error class such as ``unknown_outcome``, ``stale``, ``lease_expired``, ...).
   Written once: a row that has an outcome keeps it.
 - ``list_attempts`` / ``list_attempts_of_reminder``: a send's history, oldest first.
-- ``calls_maybe_accepted_twice`` and ``reclaims_without_outcome``: the audit's two checks.
+- ``calls_maybe_accepted_twice``, ``accepted_by_two_providers`` and
+  ``reclaims_without_outcome``: the audit's checks of the attempts.
 
 Nothing here commits: the caller owns the transaction. Rows go with their send record
 (``ON DELETE CASCADE``: retention deletes both).
@@ -124,6 +125,27 @@ async def calls_maybe_accepted_twice(
         .where(maybe)
         .group_by(sa_.c.send_record_id, sa_.c.reminder_id, sa_.c.channel, sa_.c.provider)
         .having(func.count() > 1)
+        .limit(limit)
+    )
+    return [":".join(row) for row in await conn.execute(statement)]
+
+
+async def accepted_by_two_providers(
+    conn: AsyncConnection, *, since: datetime, limit: int
+) -> list[str]:
+    """(reminder, channel) pairs where two providers each had an attempt that may have been
+    accepted (``MAYBE_ACCEPTED``), among attempts claimed since ``since``: failover moved
+    a send the first provider may have taken (the customer may have it twice)."""
+    maybe = and_(
+        sa_.c.provider_called.is_(True),
+        sa_.c.outcome.in_(MAYBE_ACCEPTED),
+        sa_.c.claimed_at >= since,
+    )
+    statement = (
+        select(sa_.c.reminder_id, sa_.c.channel)
+        .where(maybe)
+        .group_by(sa_.c.reminder_id, sa_.c.channel)
+        .having(func.count(sa_.c.provider.distinct()) > 1)
         .limit(limit)
     )
     return [":".join(row) for row in await conn.execute(statement)]

@@ -17,17 +17,21 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Interval,
+    String,
     and_,
     case,
     column,
+    exists,
     func,
     literal_column,
     or_,
+    select,
     table,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.expression import TableClause
 
+from app.domain.failover import FAILED_OVER, PROVES_NOT_ACCEPTED
 from app.domain.states import (
     FINAL_SEND_STATES,
     WITHHELD_OUTCOMES,
@@ -108,13 +112,77 @@ def still_held(row: Any, attempt: ColumnElement[Any]) -> ColumnElement[bool]:
     return and_(is_state(row, SendState.SENDING), row.c.attempt_count == attempt)
 
 
+def handed_over(row: Any) -> ColumnElement[bool]:
+    """The row gave its (reminder, channel) to the next provider (failover): final, and
+    proven never accepted by its provider. It does not make the channel final."""
+    return and_(is_state(row, SendState.TERMINAL_FAILURE), row.c.outcome == _literal(FAILED_OVER))
+
+
+def settles_channel(row: Any) -> ColumnElement[bool]:
+    """The row ends its channel: final, and not handed over to another provider."""
+    return and_(is_final(row), or_(row.c.outcome.is_(None), row.c.outcome != _literal(FAILED_OVER)))
+
+
 def final_channels(rows: Any) -> ColumnElement[int]:
-    """Aggregate over a reminder's ledger rows: how many of its channels are final.
+    """Aggregate over a reminder's ledger rows: how many of its channels are final (a row
+    handed over to the next provider does not count: that provider's row will).
 
     FILTER, not WHERE, when composed: the reminder's few rows come through the key index;
     a state condition in WHERE let a stale estimate pick the state index and scan every
     row (PostgreSQL)."""
-    return func.count(rows.c.channel.distinct()).filter(is_final(rows))
+    return func.count(rows.c.channel.distinct()).filter(settles_channel(rows))
+
+
+def _proving(value: Any) -> ColumnElement[bool]:
+    return value.in_(_states(sorted(PROVES_NOT_ACCEPTED)))
+
+
+def may_hand_over(row: Any, attempts: Any) -> ColumnElement[bool]:
+    """The failover rule's first half: the row may be handed to the next provider now.
+
+    It is pending (not held by a claim, not final) and its every attempt proves the
+    provider did not accept the message: each one ended without calling it, or with an
+    answer or error that came before acceptance (``failover.PROVES_NOT_ACCEPTED``). An
+    attempt with an unknown outcome, or none recorded (its worker died, or its outcome is
+    not written yet), blocks: that send waits in its own provider's retries. ``attempts``
+    is ``send_attempts`` (or an alias)."""
+    unproven = exists(
+        select(literal_column("1"))
+        .select_from(attempts)
+        .where(
+            # by name: an upsert's target row is no FROM SQLAlchemy could correlate with
+            attempts.c.send_record_id == literal_column(f"{row.name}.id"),
+            or_(
+                attempts.c.outcome.is_(None),
+                and_(attempts.c.provider_called.is_not(False), ~_proving(attempts.c.outcome)),
+            ),
+        )
+    )
+    last_error_proves = or_(row.c.last_error_class.is_(None), _proving(row.c.last_error_class))
+    return and_(is_state(row, SendState.PENDING), last_error_proves, ~unproven)
+
+
+def others_handed_over(
+    rows: Any, reminder_id: Any, channel: Any, provider: Any, earlier: Any, earlier_count: Any
+) -> ColumnElement[bool]:
+    """The failover rule's second half, part of every claim when a channel has several
+    providers: ``provider`` may be claimed for (``reminder_id``, ``channel``) only when
+    every other provider's row of that pair is handed over, and each provider before it
+    (``earlier``: their names joined by commas, ``earlier_count`` of them) has one. So no
+    claim can overlap a send of another provider, whatever replica makes it."""
+    comma = literal_column("','", String)
+    listed = (comma + earlier + comma).contains(comma + rows.c.provider + comma)
+    # provider names hold no comma ("_" in LIKE matches any one character, itself included)
+    other = select(
+        func.coalesce(func.sum(case((~handed_over(rows), 1), else_=0)), 0).label("held"),
+        func.coalesce(func.sum(case((listed, 1), else_=0)), 0).label("listed"),
+    ).where(
+        rows.c.reminder_id == reminder_id, rows.c.channel == channel, rows.c.provider != provider
+    )
+    counts = other.subquery("others")
+    return exists(
+        select(1).select_from(counts).where(counts.c.held == 0, counts.c.listed == earlier_count)
+    )
 
 
 def all_channels_final(channel_count: Any, final_count: Any) -> ColumnElement[bool]:

@@ -27,6 +27,11 @@ UNKNOWN_OUTCOME_SPACING = timedelta(minutes=5)
 MAX_REQUEST_ID_LENGTH = 255
 
 
+# A claim's failover context: the providers before the claimed one when its channel has
+# several (the claim then keeps the failover rule), or None (one provider: the plain claim).
+Earlier = tuple[str, ...] | None
+
+
 @dataclass(frozen=True, slots=True)
 class LedgerKey:
     """The identity of one send: a reminder, through one channel, via one provider."""
@@ -56,6 +61,15 @@ class SendRecordView:
     def attempts_in_budget(self) -> int:
         """Attempts since the last redrive or reschedule reset the budget."""
         return self.attempt_count - self.attempt_budget_start
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRow:
+    """One provider's ledger row of a (reminder, channel), as failover reads it."""
+
+    record: SendRecordView
+    # Given to the next provider (outcome ``failed_over``): proven never accepted here.
+    handed_over: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .email_events import ProviderEvent
-from .ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
+from .ledger import Claim, DeadLetterEntry, Earlier, LedgerKey, ProviderRow, SendRecordView
 from .messages import (
     Delivery,
     OutgoingMessage,
@@ -155,9 +155,22 @@ class LedgerGateway(Protocol):
         """Database connections borrowed right now by this gateway."""
         ...
 
-    async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
+    async def claim_or_read(
+        self, key: LedgerKey, *, now: datetime, lease_until: datetime, earlier: Earlier = None
+    ) -> Claim:
         """Take the lease on the row (creating it) and read the reminder and customer as they
-        are now; not claimable: the row as it is now (None when the reminder does not exist)."""
+        are now; not claimable: the row as it is now (None when the reminder does not exist,
+        or, with ``earlier``, when the failover rule refused to create it). ``earlier``: the
+        channel has several providers, these before ``key.provider`` (failover)."""
+        ...
+
+    async def channel_rows(self, reminder_id: str, channel: str) -> dict[str, ProviderRow]:
+        """Every provider's row of one (reminder, channel), by provider (failover)."""
+        ...
+
+    async def hand_over(self, key: LedgerKey, *, now: datetime) -> bool:
+        """Give ``key``'s (reminder, channel) to the next provider when the ledger proves
+        ``key.provider`` never accepted it; False when it does not (failover)."""
         ...
 
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:

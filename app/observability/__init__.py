@@ -4,6 +4,7 @@ from app.observability.logs import StdoutHandler, configure_logging, record_form
 from app.observability.metrics import (
     SWEEP_ENQUEUED,
     InstrumentedProvider,
+    instrument_chains,
     instrument_providers,
     prepare_metrics_dir,
     record_auth_failure,
@@ -18,6 +19,7 @@ __all__ = [
     "InstrumentedProvider",
     "StdoutHandler",
     "configure_logging",
+    "instrument_chains",
     "instrument_providers",
     "prepare_metrics_dir",
     "record_auth_failure",

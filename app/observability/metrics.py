@@ -276,6 +276,31 @@ def instrument_providers(providers: Mapping[str, ChannelProvider]) -> dict[str, 
     return {channel: InstrumentedProvider(provider) for channel, provider in providers.items()}
 
 
+def instrument_chains(
+    chains: Mapping[str, tuple[ChannelProvider, ...]],
+) -> dict[str, tuple[ChannelProvider, ...]]:
+    """``instrument_providers`` for each channel's providers in order, one wrapper per
+    provider object (a provider two channels share is wrapped once)."""
+    wrapped: dict[int, ChannelProvider] = {}
+    for chain in chains.values():
+        for provider in chain:
+            wrapped.setdefault(id(provider), InstrumentedProvider(provider))
+    return {channel: tuple(wrapped[id(p)] for p in chain) for channel, chain in chains.items()}
+
+
+FAILOVERS = Counter(
+    "reminders_failovers_total",
+    "Sends handed from a provider whose circuit was open to the next one, by channel and "
+    "the provider handed from.",
+    ["channel", "provider"],
+)
+
+
+def record_failover(channel: str, provider: str) -> None:
+    """Count one send handed over from ``provider`` (failover)."""
+    FAILOVERS.labels(channel, provider).inc()
+
+
 def prepare_metrics_dir(workers: int) -> str | None:
     """Before uvicorn starts several workers: a clean ``PROMETHEUS_MULTIPROC_DIR`` they share.
 

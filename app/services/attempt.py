@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.domain.errors import LeaseLost, LedgerUnavailable, ProviderError, TransientProviderError
+from app.domain.failover import CircuitBreaker
 from app.domain.ledger import (
     UNKNOWN_OUTCOME,
     Decision,
@@ -30,7 +31,7 @@ from app.domain.ledger import (
 )
 from app.domain.messages import CustomerView, Delivery, DeliveryPayload, ReminderView, SendResult
 from app.domain.ports import ChannelProvider
-from app.domain.states import Outcome
+from app.domain.states import ErrorClass, Outcome
 from app.domain.suppression import ADDRESS_SUPPRESSED
 
 from .lease import LeaseEnded, LeaseKeeper
@@ -59,6 +60,8 @@ class ClaimedSend:
     error_class: str | None = None
     provider_called: bool = False
     keeper: LeaseKeeper | None = field(default=None)
+    # The provider's circuit (failover only): told how the call ended.
+    breaker: CircuitBreaker | None = None
 
     async def run(self, context: tuple[ReminderView, CustomerView]) -> Answer:
         """Record the attempt, do the work, record how it ended."""
@@ -108,11 +111,16 @@ class ClaimedSend:
             return await self._give_back("lease_expired", Outcome.BUSY)
         except ProviderError as error:
             self.outcome = self.error_class = error.detail_class
+            if self.breaker is not None:  # a refusal of this message is an answer: healthy
+                failed = error.error_class != ErrorClass.PERMANENT
+                self.breaker.record(receiver.clock(), failed=failed)
             record = keeper.renewed_record
             answer = await finalize_failure(receiver, self.delivery, key, record, reminder, error)
             await suppress_refused_recipient(receiver, customer, error)
             return answer
         self.outcome = Outcome.SENT.value
+        if self.breaker is not None:
+            self.breaker.record(receiver.clock(), failed=False)
         return await finalize_sent(receiver, key, keeper.renewed_record, reminder, result)
 
     async def _render_and_call(

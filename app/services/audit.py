@@ -45,6 +45,8 @@ INVARIANTS: dict[str, str] = {
     "called by two attempts that may each have been accepted (sent or unknown outcome)",
     "reclaimed_without_outcome": "no attempt took over a send whose earlier attempt never "
     "recorded an outcome (its worker stalled or died, perhaps after calling the provider)",
+    "accepted_by_two_providers": "no (reminder, channel) has attempts that may each have "
+    "been accepted (sent or unknown outcome) at two providers (failover)",
 }
 
 
@@ -99,6 +101,9 @@ async def run_audit(
             conn, since=now - limits.sent_window, limit=n
         ),
         "reclaimed_without_outcome": lambda: attempts_repo.reclaims_without_outcome(
+            conn, since=now - limits.sent_window, limit=n
+        ),
+        "accepted_by_two_providers": lambda: attempts_repo.accepted_by_two_providers(
             conn, since=now - limits.sent_window, limit=n
         ),
     }

@@ -26,10 +26,12 @@ from app.domain.messages import (
     DeliveryPayload,
     parse_delivery_payload,
 )
+from app.domain.ports import ChannelProvider
 from app.domain.states import DeadLetterReason, Outcome
 from app.observability.tracing import set_span_attribute, span, tracing_enabled
 
 from .attempt import ClaimedSend
+from .failover import receive_with_failover
 from .receive_model import (
     Answer,
     DeliveryPolicy,
@@ -88,19 +90,40 @@ async def _receive_traced(
 
 
 async def _receive(receiver: Receiver, delivery: Delivery, payload: DeliveryPayload) -> Answer:
+    chain = receiver.chains.get(payload.channel)
+    if chain is not None:  # several providers: failover chooses (``failover``)
+        return await receive_with_failover(receiver, delivery, payload, chain, claim_and_send)
     provider = receiver.providers[payload.channel]
     key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
     now = receiver.clock()
     sent_by = receiver.sent.get(key, now)
     if sent_by is not None:  # sent is final: the database would answer the same
         return duplicate_of_sent(key, sent_by)
+    return await claim_and_send(receiver, delivery, payload, provider, now=now)
+
+
+async def claim_and_send(
+    receiver: Receiver,
+    delivery: Delivery,
+    payload: DeliveryPayload,
+    provider: ChannelProvider,
+    *,
+    now: datetime,
+    earlier: tuple[str, ...] | None = None,
+) -> Answer:
+    """Claim the send through ``provider`` and, claimed, do the work; else say why not.
+    ``earlier``: failover's providers before this one (the claim keeps the failover rule)."""
+    key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
     claim = await receiver.ledger.claim_or_read(
-        key, now=now, lease_until=now + receiver.policy.lease
+        key, now=now, lease_until=now + receiver.policy.lease, earlier=earlier
     )
     if not claim.claimed:
+        if claim.record is None and earlier:  # the failover rule refused
+            return Answer(Outcome.BUSY, 1.0, key.reminder_id, key.channel, detail="failover")
         return await _answer_unclaimed(receiver, delivery, key, now, claim.record)
     assert claim.record is not None and claim.context is not None, "a claim reads its reminder"
-    work = ClaimedSend(receiver, delivery, payload, key, claim.record, provider)
+    breaker = receiver.breakers.get(provider.name)
+    work = ClaimedSend(receiver, delivery, payload, key, claim.record, provider, breaker=breaker)
     return await receiver.run_claim(work.run(claim.context))
 
 

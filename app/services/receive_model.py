@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from app.adapters.rendering import Renderer
+from app.domain.failover import CircuitBreaker
 from app.domain.ledger import DeadLetterEntry, Decision, LedgerKey, SendRecordView, truncate_error
 from app.domain.messages import Delivery
 from app.domain.ports import ChannelProvider, LedgerGateway, SuppressionList
@@ -107,6 +108,11 @@ class Receiver:
     # The addresses that receive no email, consulted before every email send (None: no
     # list, as in unit tests of the receiver alone).
     suppressions: SuppressionList | None = None
+    # Channels served by several providers, in order (failover, ``services/failover``), and
+    # each of those providers' circuit breaker (in this process's memory). Empty: one
+    # provider per channel, the path with no failover work at all.
+    chains: Mapping[str, tuple[ChannelProvider, ...]] = field(default_factory=dict)
+    breakers: Mapping[str, CircuitBreaker] = field(default_factory=dict)
 
     # The channel names payloads may carry: derived from providers once, not per delivery.
     channels: frozenset[str] = field(init=False)

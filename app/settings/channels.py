@@ -25,6 +25,9 @@ class ChannelSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
 
     email_provider: str = "outbox"
+    # Failover (docs/deliverability.md): providers of the email channel in order of
+    # preference; when set, it replaces REMINDERS_EMAIL_PROVIDER.
+    email_providers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     webhook_provider: str = "outbox"
     outbox_dir: Path = Path("./outbox")
     outbox_fsync: bool = True
@@ -52,10 +55,16 @@ class ChannelSettings(BaseSettings):
     webhook_allowed_targets: Annotated[list[str], NoDecode] = Field(default_factory=list)
     http_max_connections: int = Field(default=100, ge=1)
 
-    @field_validator("webhook_allowed_targets", mode="before")
+    @field_validator("webhook_allowed_targets", "email_providers", mode="before")
     @classmethod
     def _parse_allowed_targets(cls, value: object) -> object:
         return split_csv(value)
+
+    @property
+    def email_chain(self) -> tuple[str, ...]:
+        """The email providers in order: REMINDERS_EMAIL_PROVIDERS, else the one of
+        REMINDERS_EMAIL_PROVIDER."""
+        return tuple(self.email_providers) or (self.email_provider,)
 
     def check_channels(self, *, dev_mode: bool) -> None:
         """Dev mode fills the channel secrets; otherwise each real provider needs its own."""
@@ -63,11 +72,16 @@ class ChannelSettings(BaseSettings):
             for name, value in DEV_CHANNEL_SECRETS.items():
                 if not getattr(self, name).get_secret_value():
                     object.__setattr__(self, name, SecretStr(value))
+        email = set(self.email_chain)
+        if len(email) < len(self.email_chain):
+            raise ValueError(
+                f"REMINDERS_EMAIL_PROVIDERS names a provider twice: {','.join(self.email_chain)}"
+            )
         required = {
-            "unsubscribe_secret": self.email_provider not in ("outbox",),
-            "email_api_key": self.email_provider == "email_api",
-            "postmark_server_token": self.email_provider == "postmark",
-            "sendgrid_api_key": self.email_provider == "sendgrid",
+            "unsubscribe_secret": bool(email - {"outbox"}),
+            "email_api_key": "email_api" in email,
+            "postmark_server_token": "postmark" in email,
+            "sendgrid_api_key": "sendgrid" in email,
             "webhook_signing_secret": self.webhook_provider == "webhook",
         }
         missing = [

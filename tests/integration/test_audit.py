@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import create_engine
-from app.db.tables import dead_letters, reminders
+from app.db.tables import dead_letters, reminders, send_attempts, send_records
 from app.services.audit import repair_final_reminders, run_audit
 from tests.support.ledger_states import (
     HOUR,
@@ -108,3 +108,40 @@ async def test_each_other_invariant_names_its_ids(engine):
         "overdue_without_message": ["abandoned", "unswept"],
         "dead_letter_mismatch": [f"dead_letter:{letter}", "letters:webhook:outbox"],
     }
+
+
+async def _attempt(engine: AsyncEngine, record_id: int, rid: str, provider: str, outcome: str):
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(send_attempts).values(
+                send_record_id=record_id, reminder_id=rid, channel="email", provider=provider,
+                attempt=1, claimed_by="test", claimed_at=NOW, provider_deduplicates=False,
+                provider_called=True, outcome=outcome, finished_at=NOW,
+            )
+        )  # fmt: skip
+
+
+async def test_a_send_failed_over_after_a_proven_refusal_passes(engine):
+    """Failover: SES refused (503, handed over), SMTP sent; the reminder done. No violation."""
+    await add_reminder(engine, "moved", state="done", channels=("email",))
+    ses = await add_send(engine, "moved", "email", "terminal_failure", provider="ses")
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(send_records).where(send_records.c.id == ses).values(outcome="failed_over")
+        )
+    await _attempt(engine, ses, "moved", "ses", "provider_5xx")
+    smtp = await add_send(engine, "moved", "email", "sent", provider="smtp")
+    await _attempt(engine, smtp, "moved", "smtp", "sent")
+    assert await audit(engine) == {}
+
+
+async def test_two_providers_that_may_each_have_accepted_a_send_are_named(engine):
+    """SES timed out after sending (unknown outcome), then SMTP sent: the customer may
+    have the email twice, so the audit fails on it (``accepted_by_two_providers``)."""
+    await add_reminder(engine, "doubled", state="done", channels=("email",))
+    ses = await add_send(engine, "doubled", "email", "dead", provider="ses")
+    await add_dead_letter(engine, "m-doubled", send_record_id=ses)
+    await _attempt(engine, ses, "doubled", "ses", "unknown_outcome")
+    smtp = await add_send(engine, "doubled", "email", "sent", provider="smtp")
+    await _attempt(engine, smtp, "doubled", "smtp", "sent")
+    assert await audit(engine) == {"accepted_by_two_providers": ["doubled:email"]}

@@ -8,7 +8,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from app.adapters.channels.email_api import EmailApiProvider
-from app.adapters.channels.registry import build_providers
+from app.adapters.channels.registry import build_chains, build_providers
 from app.adapters.channels.smtp import SmtpProvider
 from app.adapters.channels.webhook import WebhookProvider
 from app.domain.errors import ConfigError
@@ -84,3 +84,37 @@ def test_a_provider_on_the_wrong_channel_is_refused(tmp_path: Path, overrides, m
     )
     with pytest.raises(ConfigError, match=message):
         build_providers(settings)
+
+
+def test_email_providers_lists_the_failover_order_and_each_needs_its_secret(
+    tmp_path: Path, monkeypatch
+):
+    """REMINDERS_EMAIL_PROVIDERS=email_api,smtp: both built, in order; each provider's own
+    secret is required; a name given twice is refused."""
+    monkeypatch.setenv("REMINDERS_EMAIL_PROVIDERS", "email_api, smtp")
+    with pytest.raises(ValidationError, match="REMINDERS_EMAIL_API_KEY"):
+        make_settings(
+            URL, tmp_path, unsubscribe_secret=SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9")
+        )
+    settings = make_settings(
+        URL, tmp_path, unsubscribe_secret=SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9"),
+        email_api_key=SecretStr("re_key_5d1c7a9e3b2f4086"),
+    )  # fmt: skip
+    chains = build_chains(settings)
+    assert [type(p) for p in chains["email"]] == [EmailApiProvider, SmtpProvider]
+    assert isinstance(build_providers(settings)["email"], EmailApiProvider)  # the first
+    monkeypatch.setenv("REMINDERS_EMAIL_PROVIDERS", "smtp,smtp")
+    with pytest.raises(ValidationError, match="names a provider twice"):
+        make_settings(
+            URL, tmp_path, unsubscribe_secret=SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9")
+        )
+
+
+def test_a_failover_list_naming_a_webhook_provider_is_refused(tmp_path: Path):
+    """Every name in the list must be an email provider."""
+    settings = make_settings(
+        URL, tmp_path, email_providers=["smtp", "webhook"],
+        unsubscribe_secret=SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9"),
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="REMINDERS_EMAIL_PROVIDERS: 'webhook' is not a provider"):
+        build_chains(settings)

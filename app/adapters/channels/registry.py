@@ -29,7 +29,16 @@ PROVIDERS_BY_CHANNEL = {
 def build_providers(
     settings: Settings, *, http: SharedHttp | None = None
 ) -> dict[str, ChannelProvider]:
-    """One provider per channel, as ``REMINDERS_EMAIL_PROVIDER`` etc. name them."""
+    """One provider per channel, as ``REMINDERS_EMAIL_PROVIDER`` etc. name them (the first
+    of ``REMINDERS_EMAIL_PROVIDERS`` when that is set)."""
+    return {channel: chain[0] for channel, chain in build_chains(settings, http=http).items()}
+
+
+def build_chains(
+    settings: Settings, *, http: SharedHttp | None = None
+) -> dict[str, tuple[ChannelProvider, ...]]:
+    """The providers of each channel in order of preference (two or more: failover); one
+    object per provider name, shared by the channels that name it."""
     shared_http = http or SharedHttp(max_connections=settings.http_max_connections)
     factories: Mapping[str, Callable[[], ChannelProvider]] = {
         "outbox": lambda: OutboxProvider(
@@ -64,17 +73,22 @@ def build_providers(
         "webhook": lambda: _webhook(settings, shared_http),
     }
     built: dict[str, ChannelProvider] = {}
-    providers: dict[str, ChannelProvider] = {}
-    for channel, name in (
-        ("email", settings.email_provider),
-        ("webhook", settings.webhook_provider),
+    chains: dict[str, tuple[ChannelProvider, ...]] = {}
+    for channel, names in (
+        ("email", settings.email_chain),
+        ("webhook", (settings.webhook_provider,)),
     ):
-        if name not in PROVIDERS_BY_CHANNEL[channel]:
-            raise ConfigError(f"REMINDERS_{channel.upper()}_PROVIDER={name!r} is not a provider")
-        if name not in built:
-            built[name] = factories[name]()
-        providers[channel] = built[name]
-    return providers
+        for name in names:
+            if name not in PROVIDERS_BY_CHANNEL[channel]:
+                variable = "PROVIDERS" if len(names) > 1 else "PROVIDER"
+                raise ConfigError(
+                    f"REMINDERS_{channel.upper()}_{variable}: {name!r} is not a provider of "
+                    f"{channel} ({', '.join(PROVIDERS_BY_CHANNEL[channel])})"
+                )
+            if name not in built:
+                built[name] = factories[name]()
+        chains[channel] = tuple(built[name] for name in names)
+    return chains
 
 
 def _smtp(settings: Settings) -> SmtpProvider:

@@ -20,7 +20,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.domain.errors import NotFound, TooManyFailedAttempts, Unauthenticated
 from app.domain.redrive import DeadLetterFilter, format_age
-from app.services import activity, admin_sessions, dead_letters, discard, operations
+from app.services import activity, admin_sessions, dead_letters, discard, failover, operations
 
 from ..dead_letters import redrive_context
 from ..deps import (
@@ -188,6 +188,7 @@ async def _live_context(
         "csrf": session.csrf_token(container.settings.admin_token, current.value),
         "links": _links(letters, sends, n, context),
         "refresh_ms": REFRESH_SECONDS * 1000,
+        "circuits": failover.circuit_states(container.receiver),
     }
 
 

@@ -15,7 +15,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.errors import LeaseLost, LedgerUnavailable
-from app.domain.ledger import Claim, DeadLetterEntry, LedgerKey, SendRecordView
+from app.domain.ledger import (
+    Claim,
+    DeadLetterEntry,
+    Earlier,
+    LedgerKey,
+    ProviderRow,
+    SendRecordView,
+)
 from app.domain.messages import ReminderView
 from app.domain.ports import LedgerGateway
 from app.domain.states import FINAL_SEND_STATES, SendState
@@ -38,10 +45,14 @@ class CoreLedger(LedgerGateway):
         """Connections checked out of the engine's pool right now."""
         return int(self.engine.pool.checkedout())  # type: ignore[attr-defined]
 
-    async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
+    async def claim_or_read(
+        self, key: LedgerKey, *, now: datetime, lease_until: datetime, earlier: Earlier = None
+    ) -> Claim:
         """Claim (one statement), then read the send context or the row (another)."""
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            claimed = await repo.claim_send(conn, key, now=now, lease_until=lease_until)
+            claimed = await repo.claim_send(
+                conn, key, now=now, lease_until=lease_until, earlier=earlier
+            )
         if claimed is None:
             return Claim(False, await self.get_send_record(key))
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
@@ -52,6 +63,17 @@ class CoreLedger(LedgerGateway):
         """The ledger row for a key, if any."""
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             return await repo.get_send_record(conn, key)
+
+    async def channel_rows(self, reminder_id: str, channel: str) -> dict[str, ProviderRow]:
+        """Every provider's row of one (reminder, channel), by provider (failover)."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            return await repo.channel_rows(conn, reminder_id, channel)
+
+    async def hand_over(self, key: LedgerKey, *, now: datetime) -> bool:
+        """Give the (reminder, channel) to the next provider if the ledger proves
+        ``key.provider`` never accepted it (``repo.hand_over``, one statement)."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            return await repo.hand_over(conn, key, now=now)
 
     async def release_claim(self, record: SendRecordView, *, now: datetime) -> bool:
         """Give a claim back without spending the attempt (the message was stale)."""

@@ -26,7 +26,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain.errors import LeaseLost, LedgerUnavailable
-from app.domain.ledger import Claim, LedgerKey, SendRecordView
+from app.domain.ledger import Claim, Earlier, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
 
@@ -43,6 +43,7 @@ from .postgres_sql import (
     RELEASE,
     SETTLE,
     finalize_statement,
+    guarded_claim,
 )
 from .rows import send_context, send_record_view
 
@@ -129,10 +130,15 @@ class PgLedger(CoreLedger):
             with contextlib.suppress(asyncpg.InterfaceError):  # never initialized: none open
                 pool.terminate()
 
-    async def claim_or_read(self, key: LedgerKey, *, now: datetime, lease_until: datetime) -> Claim:
+    async def claim_or_read(
+        self, key: LedgerKey, *, now: datetime, lease_until: datetime, earlier: Earlier = None
+    ) -> Claim:
         """Claim the row (creating it) and read the send context, in one statement shared
-        with the claims of concurrent deliveries (group commit)."""
-        row = await self._claims.submit(_Claim(key, now, lease_until))
+        with concurrent claims (group commit); failover's (``earlier``) in one of its own."""
+        if earlier is None:
+            row = await self._claims.submit(_Claim(key, now, lease_until))
+        else:
+            row = await self._fetchrow(*guarded_claim(key, now, lease_until, earlier))
         if row is not None and row["claimed"]:
             context = send_context(key.reminder_id, row, decode=_json)
             return Claim(True, send_record_view(row), context)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -28,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
+from app.domain.ledger import LedgerKey
 from app.domain.states import ReminderState, SendState
 
 from .. import ledger_rules as rules
@@ -50,7 +52,7 @@ def is_final(row: str) -> str:
 
 def all_channels_final(channel_count: str, rows: str) -> str:
     """``rules.all_channels_final``: ``channel_count`` against the final channels among
-    ``rows``, a query returning (channel, state) of one reminder's ledger rows."""
+    ``rows``, a query returning (channel, state, outcome) of one reminder's ledger rows."""
     final = rules.sql_text(rules.final_channels(rules.sql_row("rows_now")))
     counted: ColumnElement[Any] = literal_column(f"(SELECT {final} FROM ({rows}) AS rows_now)")
     return rules.sql_text(rules.all_channels_final(literal_column(channel_count), counted))
@@ -86,7 +88,7 @@ _DIALECT = asyncpg_dialect.dialect()
 _SR = send_records
 
 
-def _claim_or_read() -> RawStatement:
+def _claim_or_read(guard: ColumnElement[bool] | None = None) -> RawStatement:
     # One round trip for the two common cases: a claim comes back with the reminder and its
     # customer as they are now (read in the claim's own snapshot), and a refused claim comes
     # back with the row as that snapshot saw it. A row already sent is not even offered to
@@ -98,7 +100,7 @@ def _claim_or_read() -> RawStatement:
     existing = repo.GET_RECORD.cte("existing")
     already_sent = exists().where(existing.c.state == SendState.SENT.value)
     claimed = repo.claim_statement(
-        postgresql.insert, unless=already_sent, waited=rules.waited_in_statement()
+        postgresql.insert, unless=already_sent, waited=rules.waited_in_statement(), guard=guard
     ).cte("claimed")
     found = union_all(
         select(true().label("claimed"), *claimed.c),
@@ -113,6 +115,22 @@ def _claim_or_read() -> RawStatement:
 
 
 CLAIM_OR_READ = _claim_or_read()
+# The same with the failover rule, for a channel with several providers (``repo.FAILOVER_GUARD``).
+CLAIM_OR_READ_GUARDED = _claim_or_read(repo.FAILOVER_GUARD)
+
+
+def guarded_claim(
+    key: LedgerKey, now: datetime, lease_until: datetime, earlier: tuple[str, ...]
+) -> tuple[Any, ...]:
+    """``CLAIM_OR_READ_GUARDED``'s SQL and arguments for one claim."""
+    args = CLAIM_OR_READ_GUARDED.args(
+        reminder_id=key.reminder_id, channel=key.channel, provider=key.provider,
+        lease_until=lease_until, idempotency_key=key.idempotency_key, now=now,
+        **repo.guard_values(earlier),
+    )  # fmt: skip
+    return (CLAIM_OR_READ_GUARDED.sql, *args)
+
+
 GET_RECORD = RawStatement.compile(repo.GET_RECORD)
 RELEASE = RawStatement.compile(repo.RELEASE_CLAIM.returning(_SR.c.id))
 # Parameters by name: reminder_id, channel_count, now.

@@ -10,22 +10,46 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, func, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    func,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.ledger import LedgerKey, SendRecordView
+from app.domain.failover import CIRCUIT_OPEN, FAILED_OVER
+from app.domain.ledger import LedgerKey, ProviderRow, SendRecordView
 from app.domain.messages import CustomerView, ReminderView
 from app.domain.states import ReminderState, SendState
 
 from .. import ledger_rules as rules
-from ..tables import customers, reminders, send_records
+from ..tables import customers, reminders, send_attempts, send_records
 from ..types import UTCDateTime
-from .rows import VIEW_COLUMNS, send_context, send_record_view
+from .rows import VIEW_COLUMNS, provider_row, send_context, send_record_view
 
 sr = send_records
 _NOW = bindparam("now", type_=UTCDateTime())
 _VIEW_COLUMNS = tuple(sr.c[name] for name in VIEW_COLUMNS)
+
+
+# The failover rule of a claim when its channel has several providers (bound ``earlier``:
+# the names of the providers before this one, joined by commas; ``earlier_count``: how many).
+FAILOVER_GUARD = rules.others_handed_over(
+    send_records.alias("other"),
+    bindparam("reminder_id"),
+    bindparam("channel"),
+    bindparam("provider"),
+    bindparam("earlier", type_=String()),
+    bindparam("earlier_count", type_=Integer()),
+)
 
 
 def claim_statement(
@@ -33,6 +57,7 @@ def claim_statement(
     *,
     unless: ColumnElement[bool] | None = None,
     waited: ColumnElement[Any] | None = None,
+    guard: ColumnElement[bool] | None = None,
 ) -> Any:
     """The claim in one round trip: insert the row if the reminder exists and the row does
     not, else take it over only if it is claimable. No row back means "not claimed".
@@ -40,7 +65,8 @@ def claim_statement(
     ``waited``: the time the statement waited for the row (``rules.waited_in_statement``,
     PostgreSQL), added to the new lease. SQLite has none: its one writer takes
     the database lock before the statement reads anything, and the receiver checks the
-    lease by the process clock (the only clock on one machine) when the claim returns."""
+    lease by the process clock (the only clock on one machine) when the claim returns.
+    ``guard``: one more condition on both the insert and the take-over (``FAILOVER_GUARD``)."""
     source: Select[*tuple[Any, ...]] = select(
         bindparam("reminder_id"),
         bindparam("channel"),
@@ -57,6 +83,8 @@ def claim_statement(
     ).where(reminders.c.id == bindparam("reminder_id"))
     if unless is not None:
         source = source.where(~unless)
+    if guard is not None:
+        source = source.where(guard)
     columns = [
         "reminder_id", "channel", "provider", "state", "attempt_count", "attempt_budget_start",
         "lease_until", "idempotency_key", "first_attempt_at", "redrive_count", "created_at",
@@ -70,6 +98,7 @@ def claim_statement(
     lease_until: ColumnElement[Any] = stmt.excluded.lease_until
     if waited is not None:
         lease_until = stmt.excluded.lease_until + waited
+    claimable = rules.claimable(sr, _NOW)
     return stmt.on_conflict_do_update(
         index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
         set_={
@@ -79,7 +108,7 @@ def claim_statement(
             "first_attempt_at": func.coalesce(sr.c.first_attempt_at, stmt.excluded.updated_at),
             "updated_at": stmt.excluded.updated_at,
         },
-        where=rules.claimable(sr, _NOW),
+        where=claimable if guard is None else and_(claimable, guard),
     ).returning(*_VIEW_COLUMNS)
 
 
@@ -87,25 +116,113 @@ _CLAIM = {
     "postgresql": claim_statement(postgresql.insert, waited=rules.waited_in_statement()),
     "sqlite": claim_statement(sqlite.insert),
 }
+_CLAIM_GUARDED = {
+    "postgresql": claim_statement(
+        postgresql.insert, waited=rules.waited_in_statement(), guard=FAILOVER_GUARD
+    ),
+    "sqlite": claim_statement(sqlite.insert, guard=FAILOVER_GUARD),
+}
+
+
+def guard_values(earlier: tuple[str, ...]) -> dict[str, Any]:
+    """``FAILOVER_GUARD``'s parameters for the providers before the claimed one."""
+    return {"earlier": ",".join(earlier), "earlier_count": len(earlier)}
 
 
 async def claim_send(
-    conn: AsyncConnection, key: LedgerKey, *, now: datetime, lease_until: datetime
+    conn: AsyncConnection,
+    key: LedgerKey,
+    *,
+    now: datetime,
+    lease_until: datetime,
+    earlier: tuple[str, ...] | None = None,
 ) -> SendRecordView | None:
-    """Take the lease on a ledger row (creating it); None when it is not claimable now."""
-    result = await conn.execute(
-        _CLAIM[conn.dialect.name],
-        {
-            "reminder_id": key.reminder_id,
-            "channel": key.channel,
-            "provider": key.provider,
-            "lease_until": lease_until,
-            "idempotency_key": key.idempotency_key,
-            "now": now,
-        },
-    )
+    """Take the lease on a ledger row (creating it); None when it is not claimable now.
+    ``earlier``: the channel has several providers, these before this one (the claim then
+    also keeps the failover rule, ``FAILOVER_GUARD``)."""
+    values = {
+        "reminder_id": key.reminder_id,
+        "channel": key.channel,
+        "provider": key.provider,
+        "lease_until": lease_until,
+        "idempotency_key": key.idempotency_key,
+        "now": now,
+    }
+    if earlier is None:
+        result = await conn.execute(_CLAIM[conn.dialect.name], values)
+    else:
+        result = await conn.execute(
+            _CLAIM_GUARDED[conn.dialect.name], values | guard_values(earlier)
+        )
     row = result.first()
     return send_record_view(row._mapping) if row else None
+
+
+def hand_over_statement(dialect_insert: Any) -> Any:
+    """Hand a (reminder, channel) from one provider to the next (``rules.may_hand_over``):
+    its row becomes final with outcome ``failed_over``, or, when that provider never had
+    one (its circuit was open before any attempt), is written so. Returns the row's id
+    when handed over, nothing when the rule refused."""
+    source: Select[*tuple[Any, ...]] = select(
+        bindparam("reminder_id"),
+        bindparam("channel"),
+        bindparam("provider"),
+        literal(SendState.TERMINAL_FAILURE.value),
+        literal(FAILED_OVER),
+        literal(CIRCUIT_OPEN),
+        literal(0),
+        literal(0),
+        bindparam("idempotency_key"),
+        literal(0),
+        _NOW,
+        _NOW,
+    ).where(reminders.c.id == bindparam("reminder_id"))
+    columns = [
+        "reminder_id", "channel", "provider", "state", "outcome", "last_error_class",
+        "attempt_count", "attempt_budget_start", "idempotency_key", "redrive_count",
+        "created_at", "updated_at",
+    ]  # fmt: skip
+    stmt = dialect_insert(sr).from_select(columns, source)
+    return stmt.on_conflict_do_update(
+        index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
+        set_={
+            "state": SendState.TERMINAL_FAILURE.value,
+            "outcome": FAILED_OVER,
+            "next_attempt_at": None,
+            "updated_at": stmt.excluded.updated_at,
+        },
+        where=rules.may_hand_over(sr, send_attempts),
+    ).returning(sr.c.id)
+
+
+HAND_OVER = {
+    "postgresql": hand_over_statement(postgresql.insert),
+    "sqlite": hand_over_statement(sqlite.insert),
+}
+
+
+async def hand_over(conn: AsyncConnection, key: LedgerKey, *, now: datetime) -> bool:
+    """Give the key's (reminder, channel) to the next provider; False when the rule refused
+    (the row is held, final, or may have been accepted)."""
+    result = await conn.execute(
+        HAND_OVER[conn.dialect.name],
+        {"reminder_id": key.reminder_id, "channel": key.channel, "provider": key.provider,
+         "idempotency_key": key.idempotency_key, "now": now},
+    )  # fmt: skip
+    return result.first() is not None
+
+
+CHANNEL_ROWS = select(sr.c.provider, *_VIEW_COLUMNS, sr.c.outcome).where(
+    sr.c.reminder_id == bindparam("reminder_id"), sr.c.channel == bindparam("channel")
+)
+
+
+async def channel_rows(
+    conn: AsyncConnection, reminder_id: str, channel: str
+) -> dict[str, ProviderRow]:
+    """Every provider's row of one (reminder, channel), by provider."""
+    result = await conn.execute(CHANNEL_ROWS, {"reminder_id": reminder_id, "channel": channel})
+    return {row.provider: provider_row(row._mapping) for row in result}
 
 
 GET_RECORD = select(*_VIEW_COLUMNS).where(

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from app.domain.ledger import SendRecordView
+from app.domain.failover import FAILED_OVER
+from app.domain.ledger import ProviderRow, SendRecordView
 from app.domain.messages import CustomerView, ReminderView
 from app.domain.states import SendState
 
@@ -42,6 +43,11 @@ def send_record_view(row: Row) -> SendRecordView:
         lease_until=row["lease_until"],
         next_attempt_at=row["next_attempt_at"],
     )
+
+
+def provider_row(row: Row) -> ProviderRow:
+    """One provider's row of a (reminder, channel), as failover reads it."""
+    return ProviderRow(send_record_view(row), handed_over=row["outcome"] == FAILED_OVER)
 
 
 def decoded(value: Any) -> Any:
