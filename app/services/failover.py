@@ -5,7 +5,7 @@ order: a provider whose row was handed over is skipped; the first other one is c
 when its circuit lets a call through (or it is the last). A provider whose circuit is open
 hands the (reminder, channel) to the next one only when the ledger proves it never
 accepted the message (``ledger.hand_over``, ``ledger_rules.may_hand_over``); otherwise the
-send waits for that provider (its own retries, the circuit's probe). Every claim here
+send stays with that provider and its own retries, circuit or not. Every claim here
 keeps the failover rule in the database (``ledger_rules.others_handed_over``), so a
 replica with another view of the circuits cannot claim a second provider while the first
 one's row is held, pending or sent. Only channels with two or more providers come here.
@@ -21,7 +21,7 @@ from app.domain.failover import CircuitState
 from app.domain.ledger import LedgerKey, ProviderRow, answer_unclaimed
 from app.domain.messages import Delivery, DeliveryPayload
 from app.domain.ports import ChannelProvider
-from app.domain.states import FINAL_SEND_STATES, Outcome
+from app.domain.states import Outcome
 from app.observability.metrics import record_failover
 
 from .receive_model import Answer, Receiver, answer_for, duplicate_of_sent
@@ -61,7 +61,12 @@ async def receive_with_failover(
             )
         key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
         if not await receiver.ledger.hand_over(key, now=now):
-            return _wait_for(payload, provider.name, row, breaker.seconds_until_probe(now), now)
+            # Not provably unaccepted (an unknown outcome, a held or final row): the send
+            # stays with this provider and its own retries, whatever the circuit says; the
+            # claim answers as for one provider (busy, retry not due, duplicate, ...).
+            return await claim_and_send(
+                receiver, delivery, payload, provider, now=now, earlier=names[:index]
+            )
         rows.pop(provider.name, None)  # handed over now: no longer in the way
         record_failover(payload.channel, provider.name)
         log.info("failover of %s from %s: circuit open", key.idempotency_key, provider.name)
@@ -89,19 +94,6 @@ def _answer_for_row(
 ) -> Answer:
     key = LedgerKey(payload.reminder_id, payload.channel, provider)
     return answer_for(answer_unclaimed(row.record, now), key, row.record, claimed=False)
-
-
-def _wait_for(
-    payload: DeliveryPayload, provider: str, row: ProviderRow | None, seconds: float, now: datetime
-) -> Answer:
-    """The hand-over was refused: the row is final (its answer), or it may have been
-    accepted, or is held: wait for its provider (at least until the circuit's probe)."""
-    if row is not None and row.record.state in FINAL_SEND_STATES:
-        return _answer_for_row(payload, provider, row, now=now)
-    retry_after = max(1.0, seconds)
-    return Answer(
-        Outcome.BUSY, retry_after, payload.reminder_id, payload.channel, detail="circuit_open"
-    )
 
 
 def circuit_states(receiver: Receiver) -> list[tuple[str, str, CircuitState]]:

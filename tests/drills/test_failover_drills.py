@@ -195,6 +195,8 @@ async def test_a_provider_answering_503_for_a_while_fails_over_and_back(
     assert figures["postmark_by_wave"][0] == 0  # down: everything of wave 0 went to SMTP
     assert figures["postmark_by_wave"][-1] == PER_WAVE  # recovered: all back on Postmark
     assert figures["audit_ok"], figures["audit"]
+    # Each redelivery of a refused send moved it on at once: no answer asked to wait.
+    assert not [answer for answer in figures["answers"] if answer.startswith("busy")]
 
 
 async def test_a_provider_that_accepts_and_never_answers_never_doubles_through_the_next(
