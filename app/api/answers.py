@@ -7,17 +7,16 @@ so the OpenAPI document is what a client receives and a generator can type it.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from app.db.schedule_tables import ScheduleState
+from app.domain.states import DeliverySummary, ReminderState
+
 from .inputs import StoredData
 
-Channel = Literal["email", "webhook"]
-ReminderStateName = Literal["scheduled", "enqueued", "done", "cancelled"]
-# domain.states.DeliverySummary: what a done reminder's channels came to.
-DeliveryName = Literal["delivered", "partially_delivered", "undelivered", "withheld"]
-ChannelDeliveryName = Literal["delivered", "undelivered", "withheld"]
 DELIVERY_DESCRIPTION = (
     "set once the reminder is done (null before, and when cancelled): delivered (every channel "
     "meant to go out was accepted by a provider), partially_delivered (some channels accepted, "
@@ -25,6 +24,24 @@ DELIVERY_DESCRIPTION = (
     "failure, or expired), withheld (nothing sent on purpose: every channel suppressed, opted "
     "out or withdrawn)"
 )
+
+
+# A named type, not a Literal: the OpenAPI document then has one Channel schema, and a
+# generated client one enum, instead of a copy per field.
+class Channel(StrEnum):
+    """A way to reach a customer."""
+
+    EMAIL = "email"  # an email to the customer's address
+    WEBHOOK = "webhook"  # a signed POST to the customer's webhook_url
+
+
+class ChannelDelivery(StrEnum):
+    """What one channel of a reminder came to once its sending ended."""
+
+    DELIVERED = DeliverySummary.DELIVERED.value  # a provider accepted it
+    UNDELIVERED = DeliverySummary.UNDELIVERED.value  # it failed
+    WITHHELD = DeliverySummary.WITHHELD.value  # not sent on purpose
+
 
 _AT = "2026-12-01T09:00:00+00:00"
 # Answers give instants as ISO 8601 with "+00:00", as before the models existed (pydantic
@@ -151,7 +168,7 @@ class ReminderRow(BaseModel):
     expires_at: At | None
     channels: list[Channel]
     data: StoredData
-    state: ReminderStateName
+    state: ReminderState
     schedule_version: int
     schedule_id: str | None
     sweep_claimed_until: At | None
@@ -159,7 +176,7 @@ class ReminderRow(BaseModel):
     enqueued_message_ids: list[str] | None
     cancelled_at: At | None
     done_at: At | None
-    delivery: DeliveryName | None = Field(default=None, description=DELIVERY_DESCRIPTION)
+    delivery: DeliverySummary | None = Field(default=None, description=DELIVERY_DESCRIPTION)
     created_at: At
     updated_at: At
 
@@ -174,7 +191,7 @@ class ReminderOut(ReminderRow):
     )
 
     send_records: list[SendRecordOut] = Field(default_factory=list)
-    delivery_by_channel: dict[str, ChannelDeliveryName] = Field(
+    delivery_by_channel: dict[str, ChannelDelivery] = Field(
         default_factory=dict,
         description="each channel whose sending has ended: delivered (a provider accepted "
         "it), undelivered (it failed) or withheld (not sent on purpose); a channel still "
@@ -214,7 +231,7 @@ class OccurrenceOut(BaseModel):
 
     id: str
     due_at: At
-    state: ReminderStateName
+    state: ReminderState
     schedule_version: int
 
 
@@ -260,7 +277,7 @@ class ScheduleRow(BaseModel):
     starts_at: At | None
     ends_at: At | None
     data: StoredData
-    state: Literal["active", "paused", "deleted"]
+    state: ScheduleState
     version: int
     materialized_through: At | None
     materialized_local: str | None

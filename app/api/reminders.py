@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastapi import APIRouter, Depends, Path, Query, Response
@@ -20,25 +20,24 @@ from pydantic import (
 
 from app.container import Container
 from app.domain.errors import InvalidInput
+from app.domain.states import DeliverySummary, ReminderState
 from app.services import customers, listing, unsubscribe
 from app.services import reminders as service
 from app.services.customers import CustomerChange
 
 from .answers import (
     DELIVERY_DESCRIPTION,
+    Channel,
     CustomerOut,
-    DeliveryName,
     ReminderOut,
     ReminderPage,
     ReminderPut,
-    ReminderStateName,
 )
 from .deps import ConnectionDep, ContainerDep, require_api_token
 from .inputs import ApiModel, EmailAddress, Instant, SmallData
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)])
 
-Channel = Literal["email", "webhook"]
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:_.@+\-]{0,199}$"
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
 MAX_URL_LENGTH = 2048  # customers.webhook_url
@@ -231,14 +230,14 @@ async def cancel_reminder(
 async def list_reminders(
     conn: ConnectionDep,
     customer_id: IdFilter = None,
-    state: Annotated[ReminderStateName | None, Query()] = None,
+    state: Annotated[ReminderState | None, Query()] = None,
     kind: Annotated[str | None, Query(pattern=KIND_PATTERN, max_length=100)] = None,
     schedule_id: IdFilter = None,
     due_after: Annotated[Instant | None, Query(description="due_at at or after")] = None,
     due_before: Annotated[Instant | None, Query(description="due_at before")] = None,
     limit: Limit = listing.DEFAULT_LIMIT,
     cursor: Cursor = None,
-    delivery: Annotated[DeliveryName | None, Query(description=DELIVERY_DESCRIPTION)] = None,
+    delivery: Annotated[DeliverySummary | None, Query(description=DELIVERY_DESCRIPTION)] = None,
 ) -> dict[str, Any]:
     """Reminders in (due_at, id) order, filtered, one page at a time (no send records)."""
     filters = listing.ReminderFilters(

@@ -22,7 +22,7 @@ from .reminders import ID_PATTERN, KIND_PATTERN, Channels, CustomerIn, customer_
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)], tags=["templates"])
 
 Kind = Annotated[str, Path(pattern=KIND_PATTERN, max_length=100)]
-_BOTH_CHANNELS: list[Channel] = ["email", "webhook"]
+_BOTH_CHANNELS = list(Channel)
 
 
 class TemplateField(BaseModel):
