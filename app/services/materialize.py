@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db import schedules_repo
-from app.db.ledger import repo as ledger_repo
+from app.db.ledger import reminder_rows
 from app.domain.recurrence import (
     KEY_FORMAT,
     Occurrence,
@@ -142,7 +142,7 @@ async def write_pass(
     await schedules_repo.revive_occurrences(
         conn, [row for row in rows if row["id"] in revived], now=now
     )
-    await ledger_repo.reset_open_sends(conn, sorted(revived), now=now)
+    await reminder_rows.reset_open_sends(conn, sorted(revived), now=now)
     fresh = [row for row in rows if row["id"] not in revived]
     created = await schedules_repo.insert_occurrences(conn, fresh, now=now)
     await schedules_repo.set_materialized(

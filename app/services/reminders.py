@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import customers_repo, reminders_repo
+from app.db.ledger import reminder_rows
 from app.db.ledger import repo as ledger_repo
 from app.domain.errors import Conflict, InvalidInput, NotFound
 from app.domain.ledger import usefulness_deadline
@@ -160,7 +161,7 @@ async def _apply_changes(
         if change is not None:
             changes[reminder_id] = change
     replanned = [rid for rid, change in changes.items() if "state" in change]
-    await ledger_repo.reset_open_sends(conn, replanned, now=now)
+    await reminder_rows.reset_open_sends(conn, replanned, now=now)
     await reminders_repo.update_reminders(conn, changes, now=now)
     return outcomes
 
@@ -215,8 +216,8 @@ async def get_reminder(conn: AsyncConnection, reminder_id: str) -> dict[str, Any
     reminder = await reminders_repo.get_reminder(conn, reminder_id)
     if reminder is None:
         raise NotFound(f"no reminder {reminder_id!r}")
-    reminder["send_records"] = await ledger_repo.list_send_records(conn, reminder_id)
-    reminder["delivery_by_channel"] = await ledger_repo.delivery_by_channel(conn, reminder_id)
+    reminder["send_records"] = await reminder_rows.list_send_records(conn, reminder_id)
+    reminder["delivery_by_channel"] = await reminder_rows.delivery_by_channel(conn, reminder_id)
     return reminder
 
 

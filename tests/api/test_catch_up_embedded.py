@@ -21,7 +21,7 @@ from app.adapters.queues.embedded.pusher import PushFailed, PushResponse, PushTa
 from app.container import Container, build_container
 from app.db import queue_repo
 from app.db.engine import create_engine
-from app.db.ledger import repo as ledger_repo
+from app.db.ledger import reminder_rows
 from app.domain.retry import BackoffPolicy
 from app.main import create_app
 from tests.support.flow import put_customer, put_reminder, sweep
@@ -106,7 +106,7 @@ async def test_a_message_in_the_dead_list_still_ends_in_one_send(
     async with queue_engine.connect() as conn:
         assert (await queue_repo.count_by_state(conn))["dead"] == 1
     async with container.engine.connect() as conn:
-        assert await ledger_repo.list_send_records(conn, "r1") == []
+        assert await reminder_rows.list_send_records(conn, "r1") == []
     pusher.down = False
     clock.advance(minutes=20)
     assert (await sweep(client))["republished"] == 1

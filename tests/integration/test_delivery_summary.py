@@ -16,8 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import audit_repo
 from app.db.engine import create_engine
-from app.db.ledger import CoreLedger, PgLedger
-from app.db.ledger import repo as ledger_repo
+from app.db.ledger import CoreLedger, PgLedger, reminder_rows
 from app.db.ledger.postgres import _Finalize, _finalize_arrays
 from app.db.ledger.postgres_batch_sql import finalize_batch_statement
 from app.db.ledger.rows import send_record_view
@@ -115,7 +114,7 @@ async def delivery_of(engine: AsyncEngine, rid: str) -> tuple[str, str | None]:
 async def last_record(engine: AsyncEngine, rid: str):
     async with engine.connect() as conn:
         [record] = [
-            r for r in await ledger_repo.list_send_records(conn, rid) if r["state"] == "sending"
+            r for r in await reminder_rows.list_send_records(conn, rid) if r["state"] == "sending"
         ]
     return record
 
@@ -129,7 +128,7 @@ async def test_the_core_settle_writes_the_summary(engine, case):
     await CoreLedger(engine).settle_if_final(view, {"state": "sent"}, now=NOW)
     assert await delivery_of(engine, "r1") == ("done", summary)
     async with engine.connect() as conn:
-        assert await ledger_repo.delivery_by_channel(conn, "r1") == by_channel
+        assert await reminder_rows.delivery_by_channel(conn, "r1") == by_channel
 
 
 @pytest.mark.parametrize("case", CASES)

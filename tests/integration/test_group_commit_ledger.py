@@ -250,7 +250,7 @@ async def test_the_setting_bounds_the_statements_in_flight(settings, engine):
 async def test_cached_statements_are_planned_again_within_half_a_minute(ledger, engine):
     """A plan made while the ledger was empty must not outlive the ledger's growth: the
     ledger's connections prepare their statements again after STATEMENT_LIFETIME_SECONDS."""
-    from app.db.ledger.postgres import STATEMENT_LIFETIME_SECONDS
+    from app.db.ledger.pg_pool import STATEMENT_LIFETIME_SECONDS
 
     await seed(engine, 1)
     await ledger.claim_or_read(key(0), now=NOW, lease_until=NOW + LEASE)

@@ -33,6 +33,7 @@ from app.domain.states import FINAL_SEND_STATES, SendState
 from ..failures import is_unavailable
 from .core import CoreLedger
 from .group_commit import GroupCommit
+from .pg_pool import raw_pool
 from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
 from .postgres_sql import (
     CLAIM_OR_READ,
@@ -46,19 +47,6 @@ from .postgres_sql import (
     guarded_claim,
 )
 from .rows import send_context, send_record_view
-
-
-def connect_kwargs(engine: AsyncEngine) -> dict[str, Any]:
-    """asyncpg.connect() arguments for the database an engine points at."""
-    _, params = engine.dialect.create_connect_args(engine.url)
-    params = dict(params)
-    cache_size = params.pop("prepared_statement_cache_size", None)
-    if cache_size is not None:
-        params["statement_cache_size"] = cache_size
-    params.pop("prepared_statement_name_func", None)
-    params.pop("async_creator_fn", None)
-    return params
-
 
 # Group statements of each kind (claims; finalizes) running at once, unless configured
 # (REMINDERS_DATABASE_GROUP_STATEMENTS).
@@ -368,45 +356,6 @@ async def _fetch_once(pool: asyncpg.Pool, query: str, args: tuple[Any, ...]) -> 
         except BaseException:
             conn.terminate()  # broken, or cancelled mid-statement: never handed out again
             raise
-
-
-def raw_pool(engine: AsyncEngine, *, size: int) -> asyncpg.Pool:
-    """asyncpg's pool to the engine's database, not yet initialized (no I/O here).
-
-    Connections open on demand, at most ``size``. asyncpg drops a connection that failed
-    or was closed by the server (``pg_terminate_backend``, a restart) instead of handing it
-    out again. Its default reset on release (one more round trip each time) is skipped: a
-    connection is borrowed for one autocommit statement and carries no session state. Nor
-    does an idle connection expire (``max_inactive_connection_lifetime=0``): the expiry arms
-    a timer on every release and cancels it on every acquire, for connections the
-    engine's pool keeps open all the same. Statements are planned once (``_SESSION_SETTINGS``).
-    """
-    params = connect_kwargs(engine)
-    params["server_settings"] = {**params.get("server_settings", {}), **_SESSION_SETTINGS}
-    return asyncpg.create_pool(
-        **params, min_size=0, max_size=size, reset=_keep_session,
-        max_inactive_connection_lifetime=0,
-        max_cached_statement_lifetime=STATEMENT_LIFETIME_SECONDS,
-    )  # fmt: skip
-
-
-# The group statements take arrays (``unnest``): left to choose, PostgreSQL plans them
-# again on every execution (a custom plan for each array), which cost ~600 µs of server CPU
-# per statement, four times the statement itself. Their generic plan (index lookups per
-# item) is the right one for any batch size, made once per connection. Every other
-# statement on these connections is a single-row lookup by key.
-_SESSION_SETTINGS = {"plan_cache_mode": "force_generic_plan"}
-
-# But a plan is made for the table as it is then: one made while the ledger was nearly
-# empty scans it, and stays until ANALYZE replaces the statistics (never, with autovacuum
-# off). Measured: a million-reminder run whose first statements met an empty ledger spent
-# 300 ms per finalize a few minutes later. So each connection prepares, and plans, its
-# statements again every half minute: a few milliseconds each time.
-STATEMENT_LIFETIME_SECONDS = 30
-
-
-async def _keep_session(_connection: asyncpg.Connection) -> None:
-    """Nothing to reset: see ``raw_pool``."""
 
 
 def _json(value: str | None) -> Any:
