@@ -150,12 +150,6 @@ async def test_a_retry_waits_our_backoff_then_sends(
     assert (record["state"], record["attempt_count"]) == ("sent", 2)
 
 
-@pytest.mark.xfail(
-    reason="known failure on main since the last landings: after close_connection, acks on the "
-    "closed channel fail (ChannelInvalidStateError) and the second batch is not delivered within "
-    "90 s; open in issue 22",
-    strict=False,
-)
 async def test_connection_closed_under_the_worker_reconnects_and_loses_nothing(
     container, consumer, provider, client, clock, settings, publisher
 ):

@@ -10,8 +10,12 @@
   again the same way and never reaches the worker.
 * ``abandon`` (handling raised) and ``give_back`` requeue: the quorum queue counts each
   return in ``x-delivery-count`` and dead-letters past ``x-delivery-limit``.
-* ``connect_robust`` reconnects and restores the consumers; messages of the lost channel
-  cannot be acked any more, the broker redelivers them and the ledger absorbs repeats.
+* ``connect_robust`` reconnects and restores the channel, its prefetch and the consumers;
+  messages of the lost channel cannot be acked any more, the broker redelivers them and the
+  ledger answers ``duplicate``. Every broker call that fails meanwhile (an ack on the lost
+  channel, a backlog probe during the restore) raises ``QueueUnavailable``, the error the
+  worker expects of a queue, never aiormq's own (``ChannelInvalidStateError`` is a
+  ``RuntimeError``, which stopped the worker's loop).
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
-from aio_pika.exceptions import AMQPError, ChannelNotFoundEntity
+from aio_pika.exceptions import AMQPError, ChannelInvalidStateError, ChannelNotFoundEntity
 
 from app.domain.errors import ConfigError, QueueUnavailable
 from app.domain.messages import Delivery, PulledMessage
@@ -33,6 +37,17 @@ from .topology import ATTEMPT, DUE_MARGIN_SECONDS, MILLIS, NOT_BEFORE, buckets
 from .wire import SETUP_HINT, confirmed_channel, connect, send
 
 _DELIVERY_COUNT = "x-delivery-count"  # set by quorum queues on a redelivered message
+# What a broker call raises while the connection or its channel is gone (or being restored).
+_BROKER_ERRORS = (AMQPError, ChannelInvalidStateError, OSError, TimeoutError)
+
+
+@contextlib.contextmanager
+def _broker_call(what: str) -> Iterator[None]:
+    """Turn a lost connection or channel into ``QueueUnavailable`` naming ``what``."""
+    try:
+        yield
+    except _BROKER_ERRORS as error:
+        raise QueueUnavailable(f"RabbitMQ {what}: {type(error).__name__}: {error}") from error
 
 
 class RabbitConsumer:
@@ -81,8 +96,10 @@ class RabbitConsumer:
         return pulled
 
     async def ack(self, message: PulledMessage) -> None:
-        """Delete a handled message."""
-        await _incoming(message).ack()
+        """Delete a handled message (on a lost channel: ``QueueUnavailable``, and the broker
+        redelivers it to the restored consumer)."""
+        with _broker_call("ack"):
+            await _incoming(message).ack()
 
     async def nack(self, message: PulledMessage, *, delay: float) -> bool:
         """Park a copy for ``delay`` s with one more attempt, then ack the original."""
@@ -93,7 +110,8 @@ class RabbitConsumer:
             not_before=self._clock() + delay,
             attempt=(message.delivery.attempt or 1) + 1,
         )
-        await incoming.ack()
+        with _broker_call("ack"):
+            await incoming.ack()
         return True
 
     async def extend_lease(self, message: PulledMessage, *, seconds: int) -> None:
@@ -101,19 +119,22 @@ class RabbitConsumer:
 
     async def abandon(self, message: PulledMessage) -> None:
         """Requeue: counted against the queue's delivery limit."""
-        await _incoming(message).reject(requeue=True)
+        with _broker_call("reject"):
+            await _incoming(message).reject(requeue=True)
 
     async def give_back(self, messages: Sequence[PulledMessage]) -> None:
         """Requeue messages that were received and not started."""
-        for message in messages:
-            await _incoming(message).reject(requeue=True)
+        with _broker_call("reject"):
+            for message in messages:
+                await _incoming(message).reject(requeue=True)
 
     async def backlog(self, queue: str) -> int | None:
         """Ready messages in the work queue (a passive declare)."""
         # On the raw channel: the robust channel hands back its cached queue object, whose
         # declaration result is from when it was first declared.
-        underlay = await (await self._open()).get_underlay_channel()
-        declared = await underlay.queue_declare(queue, passive=True)
+        with _broker_call("backlog"):
+            underlay = await (await self._open()).get_underlay_channel()
+            declared = await underlay.queue_declare(queue, passive=True)
         return None if declared.message_count is None else int(declared.message_count)
 
     async def close(self) -> None:
@@ -141,7 +162,7 @@ class RabbitConsumer:
         except ChannelNotFoundEntity as error:
             self._channel = None  # the broker closed the channel with the 404
             raise ConfigError(f"RabbitMQ has no queue {queue!r}: {SETUP_HINT}") from error
-        except (AMQPError, OSError, TimeoutError) as error:
+        except _BROKER_ERRORS as error:
             raise QueueUnavailable(f"RabbitMQ: {type(error).__name__}: {error}") from error
         buffer: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
         self._tags[queue] = await declared.consume(buffer.put, no_ack=False)
@@ -154,7 +175,8 @@ class RabbitConsumer:
         if not_before - self._clock() < DUE_MARGIN_SECONDS:
             return False
         await self._park(queue, message, not_before=not_before, attempt=_attempt(message))
-        await message.ack()
+        with _broker_call("ack"):
+            await message.ack()
         return True
 
     async def _park(
