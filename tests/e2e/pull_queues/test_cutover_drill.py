@@ -29,7 +29,7 @@ from tests.e2e.processes import (
     wait_until,
 )
 from tests.support.flow import put_customer, put_reminder, sweep
-from tests.support.pull_queues import KINDS, broker_publisher, pull_queue_for
+from tests.support.pull_queues import broker_publisher
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -37,17 +37,6 @@ DUE_NOW, DUE_SOON, DUE_LATER, AFTER_CUTOVER = 120, 40, 10, 50
 # The "soon" reminders wait in the embedded queue at the cut-over and come due while both
 # the old process and the new worker hold them (the broker's delay horizon here is 8 s).
 SOON_SECONDS = 12
-
-
-@pytest.fixture(params=KINDS)
-def pull_queue(request) -> tuple[str, str, dict[str, str]]:
-    return pull_queue_for(request)
-
-
-@pytest.fixture
-def settings(settings, pull_queue):
-    _, queue, _ = pull_queue
-    return settings.model_copy(update={"queue_name": queue})
 
 
 async def test_cutover_from_the_embedded_queue_sends_every_reminder_exactly_once(

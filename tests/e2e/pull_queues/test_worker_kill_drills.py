@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.processes import REMINDERS, Process, service_env, wait_until
 from tests.support.flow import put_customer, put_reminder, sweep
-from tests.support.pull_queues import KINDS, broker_publisher, pull_queue_for
+from tests.support.pull_queues import broker_publisher
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -38,18 +38,6 @@ async def audit_after(clean_database_url: str):
     violations = {name: ids for name, ids in report.violations.items() if ids}
     assert len(violations.pop("reclaimed_without_outcome", [])) <= 32
     assert violations == {}
-
-
-@pytest.fixture(params=KINDS)
-def pull_queue(request) -> tuple[str, str, dict[str, str]]:
-    """(kind, queue name, the worker's variables) for each pull queue kind."""
-    return pull_queue_for(request)
-
-
-@pytest.fixture
-def settings(settings, pull_queue):
-    _, queue, _ = pull_queue
-    return settings.model_copy(update={"queue_name": queue})
 
 
 @pytest.fixture
