@@ -15,7 +15,6 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import audit_repo
-from app.db.engine import create_engine
 from app.db.ledger import CoreLedger, PgLedger, reminder_rows
 from app.db.ledger.postgres import _Finalize, _finalize_arrays
 from app.db.ledger.postgres_batch_sql import finalize_batch_statement
@@ -62,13 +61,6 @@ CASES = {
         {"email": "delivered"},
     ),
 }
-
-
-@pytest.fixture
-async def engine(clean_database_url: str) -> AsyncIterator[AsyncEngine]:
-    built = create_engine(clean_database_url)
-    yield built
-    await built.dispose()
 
 
 async def seed(engine: AsyncEngine, rid: str, rows: list, *, final: bool = True) -> ReminderView:

@@ -16,7 +16,6 @@ from app.adapters.queues.embedded.dispatcher import Dispatcher, DispatchLimits
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import AiohttpPusher, PushTarget
 from app.db import queue_repo
-from app.db.engine import create_engine
 from app.db.queue_tables import queue_messages
 from app.domain.clock import utc_now
 from app.domain.messages import OutgoingMessage
@@ -26,13 +25,6 @@ from tests.support.push import PUSH_SECRET
 from tests.support.push_server import Answer, PushServer
 
 BACKOFF = BackoffPolicy(base_seconds=2.0, cap_seconds=60.0)
-
-
-@pytest.fixture
-async def engine(clean_database_url: str) -> AsyncIterator[AsyncEngine]:
-    built = create_engine(clean_database_url)
-    yield built
-    await built.dispose()
 
 
 @pytest.fixture

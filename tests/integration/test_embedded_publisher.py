@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -10,7 +9,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.db import queue_repo
-from app.db.engine import create_engine
 from app.domain.errors import PublishError
 from app.domain.messages import OutgoingMessage
 from app.domain.ports import MAX_MESSAGE_BYTES
@@ -19,13 +17,6 @@ from tests.support.clock import FakeClock
 # Marked here, not only by conftest's collection hook: parametrized async tests need the
 # anyio marker before parametrization.
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def engine(clean_database_url: str) -> AsyncIterator[AsyncEngine]:
-    built = create_engine(clean_database_url)
-    yield built
-    await built.dispose()
 
 
 @pytest.fixture

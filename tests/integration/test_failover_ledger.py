@@ -9,40 +9,19 @@ statements) with ``--db postgresql`` only: the rule is one definition spliced in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.engine import create_engine
-from app.db.ledger import CoreLedger, LedgerGateway, PgLedger, ledger_for
+from app.db.ledger import LedgerGateway
 from app.db.tables import reminders, send_attempts, send_records
 from app.domain.ledger import Claim, LedgerKey
 from app.domain.states import SendState
 from tests.integration.test_ledger_gateways import LEASE, NOW, SENT, both, row, seed, the_reminder
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def engine(clean_database_url: str) -> AsyncIterator[AsyncEngine]:
-    built = create_engine(clean_database_url)
-    yield built
-    await built.dispose()
-
-
-@pytest.fixture
-def gateway(implementation: str, engine: AsyncEngine, db_backend: str) -> LedgerGateway:
-    """SQLAlchemy Core on any database, or the raw asyncpg statements on PostgreSQL."""
-    if implementation == "core":
-        return CoreLedger(engine)
-    if db_backend != "postgresql":
-        pytest.skip("the raw asyncpg ledger exists for PostgreSQL only")
-    ledger = ledger_for(engine, raw_connections=4)
-    assert isinstance(ledger, PgLedger)
-    return ledger
 
 
 SES = LedgerKey("rem-1", "email", "ses")

@@ -8,15 +8,13 @@ asyncpg path (``app.db.ledger.postgres``) the receiver uses on PostgreSQL, run o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.engine import create_engine
-from app.db.ledger import CoreLedger, LedgerGateway, PgLedger, ledger_for
+from app.db.ledger import LedgerGateway, PgLedger, ledger_for
 from app.db.ledger import repo as ledger_repo
 from app.db.tables import customers, reminders, send_records
 from app.domain.errors import LeaseLost
@@ -32,24 +30,6 @@ WEBHOOK = LedgerKey("rem-1", "webhook", "outbox")
 # Module-level anyio mark: parametrized async tests keep their parameters.
 pytestmark = pytest.mark.anyio
 both = pytest.mark.parametrize("implementation", ["core", "pg"])
-
-
-@pytest.fixture
-async def engine(clean_database_url: str) -> AsyncIterator[AsyncEngine]:
-    built = create_engine(clean_database_url)
-    yield built
-    await built.dispose()
-
-
-@pytest.fixture
-def gateway(implementation: str, engine: AsyncEngine, db_backend: str) -> LedgerGateway:
-    if implementation == "core":
-        return CoreLedger(engine)
-    if db_backend != "postgresql":
-        pytest.skip("the raw asyncpg ledger exists for PostgreSQL only")
-    ledger = ledger_for(engine, raw_connections=4)
-    assert isinstance(ledger, PgLedger)
-    return ledger
 
 
 async def seed(engine: AsyncEngine, *, channels: tuple[str, ...] = ("email",)) -> None:
