@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from app.api.request_log import RequestLogMiddleware
 
 from . import audit, dead_letters, metrics, queue_dead_letters, suppressions
+from .errors import serve_html_errors
 from .ui import admin, admin_suppressions
 
 
@@ -18,5 +19,6 @@ def install_operations(app: FastAPI) -> None:
     app.include_router(suppressions.router)
     app.include_router(admin.router)
     app.include_router(admin_suppressions.router)
+    serve_html_errors(app, admin.router.prefix, admin.error_page)  # a browser's pages
     app.include_router(metrics.router)
     app.add_middleware(RequestLogMiddleware)

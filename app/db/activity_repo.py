@@ -1,7 +1,8 @@
 """SQL for the admin page's live views: outcomes per hour, recent sends, reminder search.
 
-Nothing here commits. Each read is served by an index: ``send_records.updated_at`` for the
-hourly chart, the primary key for the newest-first send pages, ``reminders.customer_id``
+Nothing here commits. Each read is served by an index: ``send_attempts.claimed_at`` for the
+hourly chart (the append-only history of attempts: a send's later success never moves its
+earlier failures), the primary key for the newest-first send pages, ``reminders.customer_id``
 and ``customers.email`` for the search.
 """
 
@@ -13,35 +14,44 @@ from typing import Any
 from sqlalchemy import BigInteger, ColumnElement, Integer, cast, extract, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .tables import customers, reminders, send_records
+from .attempts_repo import attempt_result
+from .tables import customers, reminders, send_attempts, send_records
 
-sr, r = send_records, reminders
+sr, r, sa_ = send_records, reminders, send_attempts
 HOUR_SECONDS = 3600
 
 
-def _epoch_hour(conn: AsyncConnection) -> ColumnElement[int]:
-    """Whole hours since the Unix epoch of ``updated_at``, independent of the session's
-    time zone (SQLite stores naive UTC text; PostgreSQL a timestamptz)."""
+def _epoch_hour(conn: AsyncConnection, moment: Any) -> ColumnElement[int]:
+    """Whole hours since the Unix epoch of ``moment``, independent of the session's time
+    zone (SQLite stores naive UTC text; PostgreSQL a timestamptz)."""
     if conn.dialect.name == "postgresql":
-        epoch = extract("epoch", sr.c.updated_at)
+        epoch = extract("epoch", moment)
         return cast(func.floor(epoch / HOUR_SECONDS), BigInteger)
-    seconds = cast(func.strftime("%s", sr.c.updated_at), Integer)
+    seconds = cast(func.strftime("%s", moment), Integer)
     return cast(seconds / HOUR_SECONDS, Integer)
 
 
 async def outcomes_per_hour(
     conn: AsyncConnection, *, since: datetime
 ) -> list[tuple[int, str, int]]:
-    """Send records last changed since an instant, counted per epoch hour and outcome
-    (state while not final): ``(epoch hour, outcome, count)``."""
-    hour, label = _epoch_hour(conn).label("hour"), func.coalesce(sr.c.outcome, sr.c.state)
+    """Attempts claimed since an instant, counted per epoch hour of their claim and result
+    (``attempts_repo.attempt_result``): ``(epoch hour, result, count)``."""
+    hour, label = _epoch_hour(conn, sa_.c.claimed_at).label("hour"), attempt_result()
     stmt = (
         select(hour, label.label("outcome"), func.count())
-        .where(sr.c.updated_at >= since)
+        .where(sa_.c.claimed_at >= since)
         .group_by(hour, label)
         .order_by(hour)
     )
     return [(int(h), str(o), int(n)) for h, o, n in await conn.execute(stmt)]
+
+
+async def send_states(conn: AsyncConnection, ids: list[int]) -> dict[int, str]:
+    """The current state of each of these send records (to show rows after an action)."""
+    if not ids:
+        return {}
+    rows = await conn.execute(select(sr.c.id, sr.c.state).where(sr.c.id.in_(ids)))
+    return {int(ident): str(state) for ident, state in rows}
 
 
 async def sends_newest_first(

@@ -13,6 +13,9 @@ read it):
 - ``list_attempts`` / ``list_attempts_of_reminder``: a send's history, oldest first.
 - ``calls_maybe_accepted_twice``, ``accepted_by_two_providers`` and
   ``reclaims_without_outcome``: the audit's checks of the attempts.
+- ``attempt_result``: what an attempt came to, as the admin page's outcome history counts it
+  (``activity_repo``, ``operations_repo``): these rows are never rewritten, so a redrive
+  that later delivers a send leaves the failures it fixed where they happened.
 
 Nothing here commits: the caller owns the transaction. Rows go with their send record
 (``ON DELETE CASCADE``: retention deletes both).
@@ -23,7 +26,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, func, insert, select, update
+from sqlalchemy import ColumnElement, and_, case, exists, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.ledger import LedgerKey, SendRecordView
@@ -35,6 +38,18 @@ sa_ = send_attempts
 # Outcomes after which the provider may hold the message: it accepted, or the answer was
 # lost after the request left (``unknown_outcome``).
 MAYBE_ACCEPTED = ("sent", "unknown_outcome")
+FAILED, IN_FLIGHT = "failed", "in_flight"
+
+
+def attempt_result(attempts: Any = sa_) -> ColumnElement[str]:
+    """What an attempt came to: ``failed`` when the provider refused or failed (its error
+    class is the detail), ``in_flight`` while it runs or when it never ended, else its
+    outcome (``sent``, ``suppressed``, ``cancelled``, ``expired``, ``stale``, ...)."""
+    return case(
+        (attempts.c.error_class.is_not(None), literal(FAILED)),
+        (attempts.c.outcome.is_(None), literal(IN_FLIGHT)),
+        else_=attempts.c.outcome,
+    )
 
 
 async def record_attempt(

@@ -17,8 +17,9 @@ from app.domain.redrive import SendFilter
 from app.domain.states import ReminderState
 
 from . import ledger_rules as rules
+from .attempts_repo import attempt_result
 from .queue_tables import QueueMessage
-from .tables import dead_letters, reminders, send_records
+from .tables import dead_letters, reminders, send_attempts, send_records
 from .types import UTCDateTime
 
 sr = send_records
@@ -64,9 +65,10 @@ async def get_send(conn: AsyncConnection, send_record_id: int) -> dict[str, Any]
 
 
 async def outcome_counts_since(conn: AsyncConnection, since: datetime) -> dict[str, int]:
-    """Send records last changed since an instant, by outcome (state while not final)."""
-    label = func.coalesce(sr.c.outcome, sr.c.state)
-    stmt = select(label, func.count()).where(sr.c.updated_at >= since).group_by(label)
+    """Attempts claimed since an instant, by result (``attempts_repo.attempt_result``): the
+    append-only history, so a redrive does not erase the failures it fixed."""
+    label = attempt_result()
+    stmt = select(label, func.count()).where(send_attempts.c.claimed_at >= since).group_by(label)
     return {name: count for name, count in await conn.execute(stmt)}
 
 

@@ -19,14 +19,14 @@ MAX_TERM = 400
 
 @dataclass(frozen=True, slots=True)
 class HourlyOutcomes:
-    """Send records per hour (by last change) and outcome; ``starts`` oldest first."""
+    """Attempts per hour (of their claim) and result; ``starts`` oldest first."""
 
     starts: list[datetime]
     series: dict[str, list[int]]  # outcome -> one count per hour, aligned with ``starts``
 
     @property
     def total(self) -> int:
-        """Every send record counted."""
+        """Every attempt counted."""
         return sum(sum(counts) for counts in self.series.values())
 
 
@@ -38,7 +38,7 @@ async def outcomes_per_hour(
     starts = [datetime.fromtimestamp((first + i) * 3600, UTC) for i in range(hours)]
     series: dict[str, list[int]] = {}
     for hour, outcome, count in await activity_repo.outcomes_per_hour(conn, since=starts[0]):
-        if 0 <= hour - first < hours:  # a row changed "in the future" (clock skew) is left out
+        if 0 <= hour - first < hours:  # claimed "in the future" (clock skew): left out
             series.setdefault(outcome, [0] * hours)[hour - first] += count
     return HourlyOutcomes(starts, dict(sorted(series.items())))
 
@@ -64,3 +64,8 @@ async def find_reminders(conn: AsyncConnection, term: str) -> list[dict[str, Any
     if usable is None:
         return []
     return await activity_repo.find_reminders(conn, usable, limit=MAX_FOUND)
+
+
+async def send_states(conn: AsyncConnection, ids: list[int]) -> dict[int, str]:
+    """The current state of each of these send records."""
+    return await activity_repo.send_states(conn, ids)

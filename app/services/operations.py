@@ -53,7 +53,8 @@ async def ledger_figures(conn: AsyncConnection, *, now: datetime) -> LedgerFigur
 
 
 async def outcome_windows(conn: AsyncConnection, *, now: datetime) -> dict[str, Any]:
-    """Send records by outcome over the last hour, day and week (rows: outcomes)."""
+    """Attempts by result over the last hour, day and week (rows: results), from the
+    append-only history of attempts."""
     columns = [name for name, _ in WINDOWS]
     counts = {
         name: await operations_repo.outcome_counts_since(conn, now - span) for name, span in WINDOWS

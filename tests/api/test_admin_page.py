@@ -271,3 +271,80 @@ async def test_the_lookup_and_the_live_region_tell_delivered_from_undelivered(
     live = await client.get("/admin/live", headers=headers)
     settled = live.text.split('id="settled"')[1].split("</p>")[0]
     assert "undelivered 1" in settled and "delivered 0" in settled
+
+
+def _chart_totals(html: str) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for outcome, count in re.findall(r'data-outcome="(\w+)" data-count="(\d+)"', html):
+        totals[outcome] = totals.get(outcome, 0) + int(count)
+    return totals
+
+
+async def _redrive_from_the_page(client, headers, dead_letter_id: int):
+    page = await client.get("/admin", headers=headers)
+    form = {"target": "dead_letter", "id": str(dead_letter_id), "csrf": _csrf(page.text)}
+    preview = await client.post("/admin/redrive/preview", data=form, headers=headers)
+    assert preview.status_code == 200, preview.text
+    return await client.post("/admin/redrive", data=form, headers=headers)
+
+
+async def test_the_outcome_history_keeps_the_failures_a_redrive_fixed(
+    client, clock, publisher, provider
+):
+    """Three failed attempts, then a redrive that delivers: the chart and the windows still
+    show the three failures in the hours they happened, next to the one send (they count
+    attempts, which are never rewritten, not each send record's last change)."""
+    await exhaust(client, publisher, clock, provider, "r:spike")
+    headers = await _login(client)
+    [letter] = (await client.get("/v1/dead-letters", headers=ADMIN)).json()["items"]
+    assert (await _redrive_from_the_page(client, headers, letter["id"])).status_code == 200
+    [message] = publisher.drain()
+    assert (await push_message(client, message)).json()["outcome"] == "sent"
+
+    live = await client.get("/admin/live", headers=headers)
+    assert _chart_totals(live.text) == {"failed": 3, "sent": 1}
+    hours = re.findall(r'data-outcome="failed" data-count="1"\s+data-hour="([^"]+)"', live.text)
+    assert len(set(hours)) == 3  # each failure in the hour it was tried (2 h apart)
+    table = live.text.split('id="outcomes"')[1].split("</table>")[0]
+    rows = {
+        row[0]: [int(n) for n in row[1:]]
+        for row in (re.findall(r">(\w+)</td>", line) for line in table.split("<tr>")[2:])
+    }
+    assert rows == {"failed": [1, 3, 3], "sent": [1, 1, 1]}  # last hour, day, week
+
+
+async def test_after_a_redrive_the_result_shows_the_rows_as_they_are_now(
+    client, clock, publisher, provider
+):
+    """'Redrive done' lists the send as it is after the redrive (pending again, was dead),
+    not the state the redrive started from."""
+    await exhaust(client, publisher, clock, provider, "r:now")
+    headers = await _login(client)
+    [letter] = (await client.get("/v1/dead-letters", headers=ADMIN)).json()["items"]
+    done = await _redrive_from_the_page(client, headers, letter["id"])
+    assert done.status_code == 200 and "Redrive done" in done.text
+    [state] = re.findall(r'<td class="send-state">(.*?)</td>', done.text)
+    assert state == 'pending <span class="muted">(was dead)</span>'
+
+
+async def test_bad_parameters_and_refusals_are_html_pages_not_json(client):
+    """A bad cursor, a page size out of range, an unknown form id or a form without its
+    CSRF token answers the same status as before, as a page with the reason and a way back."""
+    headers = await _login(client)
+    cases = [
+        ("get", "/admin", {"letters": "not-a-cursor"}, 422, "cursor"),
+        ("get", "/admin", {"n": "x"}, 422, "n"),
+        ("get", "/admin/live", {"sends": "1 OR 1=1"}, 422, "cursor"),
+        ("post", "/admin/redrive/preview", {"target": "send", "id": "7"}, 401, "CSRF"),
+    ]
+    for method, path, params, status, named in cases:
+        if method == "get":
+            response = await client.get(path, params=params, headers=headers)
+        else:
+            response = await client.post(path, data=params, headers=headers)
+        assert response.status_code == status, (path, params, response.text)
+        assert response.headers["content-type"].startswith("text/html"), response.text
+        assert "<html" in response.text and named in response.text.split('id="error"')[1]
+        assert response.headers["x-frame-options"] == "DENY"
+    json_api = await client.get("/v1/dead-letters", params={"cursor": "x"}, headers=ADMIN)
+    assert json_api.headers["content-type"] == "application/json"

@@ -128,6 +128,8 @@ def test_operator_redrives_a_dead_letter_from_the_admin_page(database_url, tmp_p
                 assert publisher.messages == [], "the dry run published something"
                 page.click("[data-test=confirm-redrive]")
                 expect(page.locator("#summary")).to_contain_text("Published 1")
+                # The row as it is after the redrive, not the state it started from.
+                expect(page.locator("#report .send-state")).to_have_text("pending (was dead)")
 
                 [message] = publisher.drain()
                 assert message.idempotency_key == f"{REMINDER}:email:v1:r1"
@@ -137,8 +139,17 @@ def test_operator_redrives_a_dead_letter_from_the_admin_page(database_url, tmp_p
                 page.fill("input[name=reminder]", REMINDER)
                 page.click("text=Look up")
                 expect(page.locator("#lookup .state")).to_have_text("sent")
+                expect(page.locator("#lookup .reminder-delivery")).to_have_text("delivered")
                 expect(page.locator("#dead-letters")).to_contain_text("none")
+                # The failure the redrive fixed is still in the history, next to the send.
+                expect(page.locator("#chart-legend")).to_contain_text("failed 1")
+                expect(page.locator("#chart-legend")).to_contain_text("sent 1")
                 page.screenshot(path=str(ARTIFACTS / "admin-redrive.png"), full_page=True)
+                page.goto(f"{base_url}/admin?letters=not-a-cursor")  # a hand-edited link
+                expect(page.locator("h1")).to_have_text("Bad request")
+                expect(page.locator("#error")).to_contain_text("cursor")
+                page.click("[data-test=back]")
+                expect(page).to_have_url(f"{base_url}/admin")
             finally:
                 browser.close()
 

@@ -80,6 +80,31 @@ def _render(request: Request, name: str, context: dict[str, Any], status: int = 
     return response
 
 
+# Status -> (title, what to do), for the error pages a browser gets instead of JSON.
+_ERROR_PAGES = {
+    401: ("Not signed in, or the form expired", "Sign in again, then retry from the page."),
+    404: ("Not found", "It may have been redriven, discarded or purged since the page loaded."),
+    409: ("Not possible now", "The page you came from was out of date; reload it."),
+    422: (
+        "Bad request",
+        "A link or form value is not one this page gave out; start again from the overview.",
+    ),
+    429: ("Too many attempts", "Wait a little before trying again."),
+    502: ("The queue refused", "Nothing was published; try again later."),
+    503: ("Temporarily unavailable", "The database is not answering; try again shortly."),
+}
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """An error of an admin route as a page (the API answers the same error in JSON)."""
+    title, hint = _ERROR_PAGES.get(status, ("Something went wrong", "Try again from the overview."))
+    back, back_text = (
+        ("/admin/login", "Sign in") if status == 401 else ("/admin", "Back to the overview")
+    )
+    context = {"status": status, "title": title, "hint": hint, "message": message}
+    return _render(request, "error.html", context | {"back": back, "back_text": back_text}, status)
+
+
 def _to_login() -> Response:
     return RedirectResponse("/admin/login", status_code=303)
 
@@ -273,12 +298,18 @@ async def redrive(request: Request) -> Response:
     if checked is None:
         return _to_login()
     container, current, form = checked
-    report = await _redrive(container, form, dry_run=False)
+    report = (await _redrive(container, form, dry_run=False)).to_json()
+    # The rows as they are now, after the redrive: not the states the redrive started from.
+    ids = [item["send_record_id"] for item in report["items"] if item["send_record_id"]]
+    async with container.engine.connect() as conn:
+        now = await activity.send_states(conn, ids)
+    for item in report["items"]:
+        item["send_state_now"] = now.get(item["send_record_id"])
     context = {
-        "report": report.to_json(),
+        "report": report,
         "csrf": session.csrf_token(container.settings.admin_token, current.value),
     }
-    return _render(request, "result.html", context, 200 if not report.error else 502)
+    return _render(request, "result.html", context, 200 if not report.get("error") else 502)
 
 
 @router.post("/discard")

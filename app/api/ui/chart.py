@@ -23,8 +23,12 @@ COLOURS = {
     "terminal_failure": "#e64a19",
     "dead_lettered": "#b71c1c",
     "dead": "#b71c1c",
+    "failed": "#c62828",  # an attempt the provider refused or failed
+    "address_suppressed": "#90a4ae",
+    "lease_expired": "#cfd8dc",
     "pending": "#64b5f6",
     "sending": "#1565c0",
+    "in_flight": "#1565c0",
 }
 OTHER = "#9e9e9e"
 
