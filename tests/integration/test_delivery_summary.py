@@ -32,6 +32,7 @@ TERMINAL = ("terminal_failure", "terminal")
 EXPIRED = ("terminal_failure", "expired")
 SUPPRESSED = ("terminal_failure", "suppressed")
 CANCELLED = ("terminal_failure", "cancelled")
+FAILED_OVER = ("terminal_failure", "failed_over")  # handed to the channel's next provider
 
 # (rows as (channel, provider, (state, outcome)), the summary, the summary by channel)
 CASES = {
@@ -56,9 +57,14 @@ CASES = {
         {"email": "withheld", "webhook": "undelivered"},
     ),
     "failover-accepted": (
-        [("email", "a", TERMINAL), ("email", "b", SENT)],
+        [("email", "a", FAILED_OVER), ("email", "b", SENT)],
         "delivered",
         {"email": "delivered"},
+    ),
+    "failover-dead": (
+        [("email", "a", FAILED_OVER), ("email", "b", DEAD)],
+        "undelivered",
+        {"email": "undelivered"},
     ),
 }
 
@@ -188,3 +194,10 @@ async def test_a_redrive_reopens_the_reminder_without_its_old_summary(engine):
 
 def _view_of(record: dict):
     return send_record_view(record)
+
+
+async def test_a_channel_handed_to_its_next_provider_has_not_ended(engine):
+    """A row handed over (failover) leaves its channel open: no per-channel figure yet."""
+    await seed(engine, "r1", [("email", "a", FAILED_OVER)])
+    async with engine.connect() as conn:
+        assert await reminder_rows.delivery_by_channel(conn, "r1") == {}

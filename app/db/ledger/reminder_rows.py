@@ -51,12 +51,16 @@ async def list_send_records(conn: AsyncConnection, reminder_id: str) -> list[dic
 
 
 async def delivery_by_channel(conn: AsyncConnection, reminder_id: str) -> dict[str, str]:
-    """Each channel of a reminder whose rows are final: delivered, undelivered or withheld."""
+    """Each channel of a reminder that has ended (every row final, one not handed over to
+    another provider): delivered, undelivered or withheld."""
     rows = await conn.execute(
         select(sr.c.channel, rules.channel_delivery(sr))
         .where(sr.c.reminder_id == reminder_id)
         .group_by(sr.c.channel)
-        .having(func.count().filter(~rules.is_final(sr)) == 0)
+        .having(
+            func.count().filter(~rules.is_final(sr)) == 0,
+            func.count().filter(rules.settles_channel(sr)) > 0,
+        )
         .order_by(sr.c.channel)
     )
     return {channel: delivery for channel, delivery in rows}
