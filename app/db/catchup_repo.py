@@ -61,7 +61,15 @@ _LOST = and_(
 # set), never by scanning every cancelled reminder.
 _OPEN_ROW_OWNERS = select(sr.c.reminder_id).where(sr.c.state.in_(OPEN_SEND_STATES))
 _ORPHANED = and_(r.c.state == ReminderState.CANCELLED.value, r.c.id.in_(_OPEN_ROW_OWNERS))
-_COLUMNS = (r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version, r.c.enqueued_at, r.c.state)
+_COLUMNS = (
+    r.c.id,
+    r.c.due_at,
+    r.c.channels,
+    r.c.schedule_version,
+    r.c.enqueued_at,
+    r.c.state,
+    r.c.customer_id,
+)
 
 
 def _select_candidates(kind: ColumnElement[bool]) -> Select[Any]:
@@ -107,6 +115,7 @@ async def claim_overdue_reminders(
                     row.schedule_version,
                     row.enqueued_at,
                     cancelled=row.state == ReminderState.CANCELLED.value,
+                    customer_id=row.customer_id,
                 )
             )
     return claimed

@@ -157,6 +157,7 @@ class DueReminder:
     due_at: datetime
     channels: tuple[str, ...]
     schedule_version: int
+    customer_id: str | None = None
 
 
 _NOW = bindparam("now", type_=UTCDateTime())
@@ -183,7 +184,7 @@ _CLAIM_DUE = (
     update(r)
     .where(r.c.id.in_(select(_DUE_IDS.c.id)), *_SWEEPABLE)
     .values(sweep_claimed_until=bindparam("claim_until", type_=UTCDateTime()))
-    .returning(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version)
+    .returning(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version, r.c.customer_id)
 )
 
 
@@ -201,12 +202,15 @@ async def claim_due_reminders(
 
 
 def _oldest_first(rows: Sequence[Any]) -> list[DueReminder]:
-    due = [DueReminder(x.id, x.due_at, tuple(x.channels), x.schedule_version) for x in rows]
+    due = [
+        DueReminder(x.id, x.due_at, tuple(x.channels), x.schedule_version, x.customer_id)
+        for x in rows
+    ]
     return sorted(due, key=lambda item: (item.due_at, item.id))
 
 
 _LOCK_DUE = (
-    select(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version)
+    select(r.c.id, r.c.due_at, r.c.channels, r.c.schedule_version, r.c.customer_id)
     .where(*_SWEEPABLE)
     .order_by(r.c.due_at)
     .limit(bindparam("limit"))

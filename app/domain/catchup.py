@@ -40,6 +40,7 @@ class OverdueReminder:
     schedule_version: int
     enqueued_at: datetime | None
     cancelled: bool = False
+    customer_id: str | None = None
 
 
 def expected_back_at(row: LedgerRow) -> datetime | None:

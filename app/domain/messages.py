@@ -74,6 +74,10 @@ class OutgoingMessage:
     payload: Mapping[str, Any]
     delay_seconds: float
     idempotency_key: str
+    # The customer the reminder belongs to, when the publisher knows it: a queue that
+    # orders or groups messages (SQS FIFO's MessageGroupId) groups by it; None: the
+    # reminder itself is the group.
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

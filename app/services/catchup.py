@@ -89,4 +89,5 @@ def _message(
         payload=DeliveryPayload(reminder.id, channel, reminder.schedule_version).to_json(),
         delay_seconds=0.0,
         idempotency_key=catch_up_key(reminder, channel, now),
+        group=reminder.customer_id,
     )

@@ -103,6 +103,7 @@ def messages_for(
             payload=DeliveryPayload(due.id, channel, due.schedule_version, traceparent).to_json(),
             delay_seconds=delay,
             idempotency_key=idempotency_key(due.id, channel, due.schedule_version),
+            group=due.customer_id,
         )
         for channel in due.channels
     ]

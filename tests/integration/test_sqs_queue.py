@@ -5,6 +5,7 @@ the DLQ and the sweep's catch-up after it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 
@@ -87,6 +88,47 @@ async def test_fifo_deduplicates_by_idempotency_key(sqs_endpoint):
         consumer = SqsConsumer(client)
         got = await consumer.receive(queue, max_messages=10, lease_seconds=30, wait_seconds=1)
         assert len(got) == 1
+    finally:
+        for name in (queue, dead_letter_queue(queue)):
+            await client.call("delete_queue", QueueUrl=await client.queue_url(name))
+        await client.aclose()
+
+
+async def test_fifo_groups_by_customer(sqs_endpoint):
+    """A FIFO message's MessageGroupId is its customer (one customer's reminders in order,
+    others not held behind them); a message without one is grouped by its reminder."""
+    client = SqsClient(region=REGION, endpoint_url=sqs_endpoint)
+    queue = f"test-fifo-{time.time_ns()}.fifo"
+    await create_queues(client, [queue], max_receive_count=4)
+    publisher = SqsPublisher(client, fifo=True)
+
+    def message(reminder_id: str, group: str | None) -> OutgoingMessage:
+        payload = {"v": 1, "reminder_id": reminder_id, "channel": "email", "schedule_version": 1}
+        return OutgoingMessage(queue, payload, 0, f"{reminder_id}:email:v1", group=group)
+
+    try:
+        await publisher.publish_batch(
+            [message("a:cust_1", "cust_1"), message("b:cust_1", "cust_1"), message("c", None)]
+        )
+        url = await client.queue_url(queue)
+        groups: dict[str, str] = {}
+        for _ in range(5):
+            got = await client.call(
+                "receive_message",
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                AttributeNames=["MessageGroupId"],
+                WaitTimeSeconds=1,
+            )
+            for item in got.get("Messages", []):
+                body = json.loads(item["Body"])
+                groups[body["reminder_id"]] = item["Attributes"]["MessageGroupId"]
+                await client.call(
+                    "delete_message", QueueUrl=url, ReceiptHandle=item["ReceiptHandle"]
+                )
+            if len(groups) == 3:
+                break
+        assert groups == {"a:cust_1": "cust_1", "b:cust_1": "cust_1", "c": "c"}
     finally:
         for name in (queue, dead_letter_queue(queue)):
             await client.call("delete_queue", QueueUrl=await client.queue_url(name))

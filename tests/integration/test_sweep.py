@@ -264,3 +264,16 @@ async def test_crash_between_publish_and_mark_republishes_with_the_same_key(
     assert [m.idempotency_key for m in recorder.requested] == ["r1:email:v1"]
     assert [m.message_id for m in recorder.inner.messages] == first_ids
     assert (await state_of(engine, "r1"))["enqueued_message_ids"] == first_ids
+
+
+async def test_each_message_carries_its_customer_as_group(engine, clock, recorder):
+    """The sweep publishes with the reminder's customer as the message group (SQS FIFO's
+    MessageGroupId), read from the rows it claimed."""
+    for customer in ("c1", "c2"):
+        await add_customer(engine, clock, customer)
+        await add_reminders(
+            engine, clock, {f"r:{customer}": clock.now + timedelta(minutes=5)}, customer_id=customer
+        )
+    await run(engine, recorder, clock)
+    groups = {m.payload["reminder_id"]: m.group for m in recorder.requested}
+    assert groups == {"r:c1": "c1", "r:c2": "c2"}

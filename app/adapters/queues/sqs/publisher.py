@@ -4,8 +4,11 @@ SQS delays a message at most 15 minutes, so the sweep horizon of an SQS queue is
 the sweep must run at least every 15 minutes minus its time budget (every few minutes is
 usual). A FIFO queue (a name ending in ``.fifo``) takes no per-message delay: its max delay
 is 0 (publish when due), its ``MessageDeduplicationId`` is the idempotency key (SQS drops a
-repeat within 5 minutes) and its ``MessageGroupId`` the reminder. A standard queue does not
-deduplicate: a repeat is a second message, which the ledger answers ``duplicate``.
+repeat within 5 minutes) and its ``MessageGroupId`` the customer (the sweep and the catch-up
+know it; a redriven or moved message without one is grouped by its reminder), so one
+customer's reminders are delivered in order while customers do not wait on each other. A
+standard queue does not deduplicate: a repeat is a second message, which the ledger answers
+``duplicate``.
 """
 
 from __future__ import annotations
@@ -94,14 +97,21 @@ def _entry(entry_id: str, message: OutgoingMessage, *, fifo: bool) -> dict[str, 
     }
     if fifo:
         entry["MessageDeduplicationId"] = dedup_id(message.idempotency_key)
-        entry["MessageGroupId"] = str(message.payload.get("reminder_id", "reminders"))[:128]
+        entry["MessageGroupId"] = message_group(message)
     else:
         entry["DelaySeconds"] = min(math.ceil(message.delay_seconds), int(MAX_DELAY_SECONDS))
     return entry
 
 
+def message_group(message: OutgoingMessage) -> str:
+    """A FIFO queue's ``MessageGroupId``: the customer, else the reminder (as ``dedup_id``
+    makes it: SQS takes 128 printable ASCII characters)."""
+    return dedup_id(message.group or str(message.payload.get("reminder_id", "reminders")))
+
+
 def dedup_id(key: str) -> str:
-    """The key itself when SQS accepts it, else its SHA-256 (same key → same id)."""
+    """The key itself when SQS accepts it, else its SHA-256 (same key → same id); the same
+    rule makes a ``MessageGroupId``."""
     if len(key) <= _DEDUP_MAX and key.isascii() and key.isprintable():
         return key
     return hashlib.sha256(key.encode()).hexdigest()
