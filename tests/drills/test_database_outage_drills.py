@@ -24,12 +24,11 @@ from sqlalchemy import func, select
 from app.container import Container, build_container
 from app.db.migrations import upgrade_to_head
 from app.db.tables import send_records
-from app.domain.messages import Delivery
-from app.services.receive import receive_delivery
 from tests.conftest import make_settings
 from tests.support.channel_servers import WebhookSink, serve, smtp_server
 from tests.support.ledger_states import seed_enqueued
 from tests.support.own_postgres import OwnPostgres, own_postgres
+from tests.support.redelivery import deliver_until_acknowledged
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -89,23 +88,6 @@ async def _deliver(container: Container, ids, smtp, sink, event) -> dict[str, fl
     answers: collections.Counter[str] = collections.Counter()
     started = time.monotonic()
 
-    async def worker() -> None:
-        while waiting:
-            rid, channel = waiting.popleft()
-            payload = {"v": 1, "reminder_id": rid, "channel": channel, "schedule_version": 1}
-            delivery = Delivery(queue="reminders", message_id=f"{rid}:{channel}", payload=payload)
-            try:
-                answer = await receive_delivery(container.receiver, delivery)
-            except Exception as error:  # over HTTP: a 500
-                failures.append(error)
-                answer = None
-            if answer is not None:
-                answers[answer.outcome.value] += 1
-            if answer is None or not answer.outcome.acknowledges:
-                # The queue comes back later (Retry-After, shortened: the drill's clock is real).
-                await asyncio.sleep(min(answer.retry_after or 1, 2) if answer else 1)
-                waiting.append((rid, channel))
-
     async def trigger() -> dict[str, float]:
         while len(smtp.handler.messages) + len(sink.received) < COUNT // 2:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
@@ -113,7 +95,11 @@ async def _deliver(container: Container, ids, smtp, sink, event) -> dict[str, fl
         await event()
         return {"event_at_s": at - started, "event_s": time.monotonic() - at}
 
-    timing, *_ = await asyncio.gather(trigger(), *(worker() for _ in range(WORKERS)))
+    consumers = (
+        deliver_until_acknowledged(container.receiver, waiting, answers, failures)
+        for _ in range(WORKERS)
+    )
+    timing, *_ = await asyncio.gather(trigger(), *consumers)
     await container.receiver.drain()
     assert failures == [], failures[:3]
     return {**timing, "total_s": time.monotonic() - started, **answers}

@@ -27,11 +27,10 @@ from sqlalchemy import func, insert, select, text
 
 from app.container import Container, build_container
 from app.db.tables import send_records
-from app.domain.messages import Delivery
-from app.services.receive import receive_delivery
 from tests.conftest import make_settings
 from tests.support.channel_servers import WebhookSink, serve, smtp_server
 from tests.support.ledger_states import NOW, seed_enqueued
+from tests.support.redelivery import deliver_until_acknowledged
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -85,23 +84,12 @@ async def test_a_row_lock_held_past_the_lease_sends_each_once(replicas):
     async def replica(container: Container) -> None:
         waiting = collections.deque(messages)
 
-        async def worker() -> None:
-            while waiting:
-                rid, channel = waiting.popleft()
-                payload = {"v": 1, "reminder_id": rid, "channel": channel, "schedule_version": 1}
-                delivery = Delivery("reminders", f"{rid}:{channel}", payload)
-                try:
-                    answer = await receive_delivery(container.receiver, delivery)
-                except Exception as error:  # over HTTP: a 500
-                    failures.append(error)
-                    answer = None
-                if answer is not None:
-                    answers[answer.outcome.value] += 1
-                if answer is None or not answer.outcome.acknowledges:
-                    await asyncio.sleep(min(answer.retry_after or 1, 2) if answer else 1)
-                    waiting.append((rid, channel))
-
-        await asyncio.gather(*(worker() for _ in range(WORKERS)))
+        await asyncio.gather(
+            *(
+                deliver_until_acknowledged(container.receiver, waiting, answers, failures)
+                for _ in range(WORKERS)
+            )
+        )
 
     async def lock_rows() -> dict[str, float]:
         while len(smtp.handler.messages) + len(sink.received) < COUNT // 2:  # noqa: ASYNC110
