@@ -21,8 +21,6 @@ INTEGRATION_MODULES = {
     "app.adapters.queues.cloudtasks.push_format",
     "app.adapters.queues.cloudtasks.setup",
     "app.adapters.queues.google",
-    "app.adapters.queues.pubsub.build",
-    "app.adapters.queues.pubsub.check",
     "app.adapters.queues.pubsub.push_format",
     "app.adapters.queues.rabbitmq.consumer",
     "app.adapters.queues.rabbitmq.publisher",

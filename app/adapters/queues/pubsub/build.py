@@ -9,11 +9,9 @@ from app.domain.errors import QueueUnavailable
 from app.domain.ports import PushFormat, QueuePublisher
 from app.settings import Settings
 
-from ..google import oidc_verifier
 from ..parts import QueueParts
 from .api import PubSubApi, PubSubApiError
 from .publisher import PubSubPublisher
-from .push_format import PubSubPushFormat
 from .setup import PubSubSubscriptionPlan, PushAuth, SetupAction, setup_pubsub
 
 PUBSUB_EMULATOR = "PUBSUB_EMULATOR_HOST"  # Google's own variable
@@ -32,6 +30,11 @@ def build_pubsub_publisher(parts: QueueParts) -> QueuePublisher:
 
 def build_pubsub_push_format(parts: QueueParts) -> PushFormat:
     """OIDC when configured, else the ``token`` query parameter."""
+    # google-auth (the [gcp] extra) checks the OIDC tokens: imported only here, so setup
+    # and check import without it.
+    from ..google import oidc_verifier
+    from .push_format import PubSubPushFormat
+
     return PubSubPushFormat(oidc=oidc_verifier(parts), tokens=parts.push_secrets())
 
 
