@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from app.container import Container, open_container
 from app.observability import configure_logging
 from app.observability.metrics import prime_series
+from app.observability.startup import announce
 from app.observability.tracing import enable_tracing, instrument_app
 from app.services.background import (
     BackgroundWork,
@@ -83,6 +84,8 @@ def create_app(
                 built = await stack.enter_async_context(open_container(settings))
             app.state.container = built
             configure_logging(built.settings.log_level, log_format=built.settings.log_format)
+            if container is None:  # this process's own: the line saying what it runs on
+                await announce("reminders serve", built.settings, built.readiness_engine)
             if in_background:  # one task per process reads the ledger for /metrics
                 stack.push_async_callback(built.ledger_metrics.start())
             if in_background and runs_in_serve(built.settings):

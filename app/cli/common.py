@@ -1,9 +1,17 @@
-"""What every ``reminders`` sub-command shares: the settings and the container's lifetime."""
+"""What every ``reminders`` sub-command shares: the settings, the container's lifetime and
+the startup line.
+
+A command's stdout is its answer (JSON, tables); its log lines, the startup line first, go
+to stderr. ``serve`` alone logs on stdout (JSON lines for the platform's log collector).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import typer
@@ -11,6 +19,8 @@ from pydantic_settings import BaseSettings
 from rich.console import Console
 
 from app.container import Container, open_container
+from app.domain.errors import ConfigError
+from app.observability.startup import announce
 from app.settings import (
     ConfigurationProblems,
     DatabaseSettings,
@@ -49,11 +59,45 @@ def fail(*lines: str) -> None:
     raise typer.Exit(1)
 
 
+def log_to_stderr(level: str) -> None:
+    """A command's log lines on stderr, keeping stdout for its answer (once per process)."""
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+
+
+def command_name() -> str:
+    """``reminders sweep``, ``reminders dead-letters``…: the command this process runs (its
+    name only: arguments may carry a URL with a password)."""
+    words = [word for word in sys.argv[1:2] if not word.startswith("-")]
+    return " ".join(["reminders", *words])
+
+
+@asynccontextmanager
+async def checked_container(settings: Settings) -> AsyncIterator[Container]:
+    """``open_container``; a configuration the container refuses (a malformed secret, a
+    missing extra) is one line and exit 1, not a traceback."""
+    try:
+        async with open_container(settings) as container:
+            yield container
+    except ConfigError as error:
+        fail(f"configuration error: {error}")
+
+
+@asynccontextmanager
+async def command_container(settings: Settings) -> AsyncIterator[Container]:
+    """The service's objects for one command, after its startup line."""
+    log_to_stderr(settings.log_level)
+    async with checked_container(settings) as container:
+        await announce(command_name(), settings, container.readiness_engine)
+        yield container
+
+
 def run_in_container(settings: Settings, work: Callable[[Container], Awaitable[T]]) -> T:
     """Run one command's work with the service's objects, all closed once when it ends."""
 
     async def main() -> T:
-        async with open_container(settings) as container:
+        async with command_container(settings) as container:
             return await work(container)
 
     return asyncio.run(main())

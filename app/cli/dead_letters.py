@@ -21,7 +21,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from app import container as containers
+from app.cli.common import command_container
 from app.cli.common import load_settings as _settings
 from app.cli.dead_letters_tables import dead_letter_table, print_json, report_table, send_table
 from app.container import Container
@@ -60,7 +60,7 @@ async def open_container(settings: Settings, *, publish: bool) -> AsyncIterator[
             "REMINDERS_QUEUE=memory: a message published here would vanish with this process; "
             "use --dry-run, POST /v1/dead-letters/.../redrive, or the /admin page"
         )
-    async with containers.open_container(settings) as container:
+    async with command_container(settings) as container:
         yield container
 
 

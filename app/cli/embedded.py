@@ -17,12 +17,11 @@ import typer
 from rich.console import Console
 
 from app.adapters.queues.embedded.dispatcher import DispatchReport, dispatcher_from_settings
+from app.cli.common import command_container, log_to_stderr
 from app.cli.common import load_settings as _settings
-from app.container import open_container
 from app.settings import Settings
 
 console = Console()
-_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 def local_base_url(host: str, port: int) -> str:
@@ -55,7 +54,7 @@ def dispatch_command(
     if concurrency is not None:
         embedded = settings.embedded.model_copy(update={"concurrency": max(1, concurrency)})
         settings = settings.model_copy(update={"embedded": embedded})
-    logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT)
+    log_to_stderr(settings.log_level)
     report = asyncio.run(_dispatch(settings, once=once))
     console.print_json(
         json.dumps(
@@ -72,7 +71,7 @@ def dispatch_command(
 
 
 async def _dispatch(settings: Settings, *, once: bool) -> DispatchReport:
-    async with open_container(settings) as container:
+    async with command_container(settings) as container:
         dispatcher, pusher = dispatcher_from_settings(
             settings, container.engine, clock=container.clock, rand=container.receiver.rand
         )

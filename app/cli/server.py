@@ -9,27 +9,36 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from app.cli.common import load_database_settings, run_in_container
+from app.cli.common import command_name, load_database_settings, log_to_stderr, run_in_container
 from app.cli.common import load_settings as _settings
 from app.cli.embedded import use_bound_address_for_pushes
 from app.cli.startup import (
+    look_at_database,
     migrate_or_exit,
     print_dev_banner,
     refuse_dev_mode_off_loopback,
     refuse_if_port_taken,
+    refuse_unless_container_builds,
     refuse_unless_database_ready,
 )
-from app.db.migrations import upgrade_to_head
+from app.db.migrations import head_revisions, upgrade_to_head
 from app.observability import configure_logging, prepare_metrics_dir
+from app.observability.startup import describe_database, log_startup
 
 console = Console()
 
 
 def migrate() -> None:
     """Apply database migrations up to head (needs only REMINDERS_DATABASE_URL)."""
-    migrate_or_exit(load_database_settings().database_url, upgrade_to_head)
-    console.print("[green]schema at head[/green]")
+    settings = load_database_settings()
+    log_to_stderr("INFO")
+    log_startup(command_name(), settings, look_at_database(settings.database_url))
+    migrate_or_exit(settings.database_url, upgrade_to_head)
+    where = describe_database(settings.database_url)
+    head = ", ".join(sorted(head_revisions()))
+    console.print(f"[green]schema at head[/green] ({head}) on {escape(where)}")
 
 
 def serve(
@@ -49,6 +58,7 @@ def serve(
     if migrate_first if migrate_first is not None else settings.dev_mode:
         migrate_or_exit(settings.database_url, upgrade_to_head)
     refuse_unless_database_ready(settings)
+    refuse_unless_container_builds(settings)
     if settings.dev_mode:
         print_dev_banner(console, settings, host, port)
     if settings.is_sqlite and workers > 1:

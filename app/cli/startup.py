@@ -4,7 +4,8 @@ In this order, each refusal one line on stderr and exit 1: dev mode listens on l
 (its tokens are published), the port is free (before any
 background work: a second instance must not sweep or dispatch on its way to failing), then
 the database is reachable, exists and is at the migrations' head — waiting up to
-``REMINDERS_DATABASE_WAIT_SECONDS`` for it when a container starts beside its database.
+``REMINDERS_DATABASE_WAIT_SECONDS`` for it when a container starts beside its database —,
+and the service's objects build from the settings.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from app.cli.common import fail
+from app.cli.common import checked_container, fail
 from app.cli.embedded import local_base_url
 from app.db.engine import create_engine
 from app.db.readiness import DatabaseState, explain_failure, inspect_database
 from app.settings import SECRET_FIELDS, Settings
+from app.settings.local_only import is_loopback_name
 from app.settings.secrets import DEV_PUSH_SECRET, dev_token
 
 # How long one look at the database may take, and the pause between looks while waiting.
@@ -41,10 +43,11 @@ def refuse_dev_mode_off_loopback(settings: Settings, host: str) -> None:
 
 def is_loopback(host: str) -> bool:
     """True for 127.0.0.0/8, ::1 and ``localhost``; wildcards (0.0.0.0, ::) are not."""
-    if host.lower() == "localhost":
+    if is_loopback_name(host):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ipaddress.ip_address(host)
+        return False  # an address, and not a loopback one
     except ValueError:  # a name: loopback only if every address it has is
         try:
             infos = socket.getaddrinfo(host, None)
@@ -83,6 +86,11 @@ def refuse_unless_database_ready(settings: Settings) -> None:
         fail(state.reason)
 
 
+def look_at_database(url: str) -> DatabaseState:
+    """One look at the database (reachable, exists, migrated?), bounded in time."""
+    return asyncio.run(_look(url))
+
+
 async def wait_for_database(
     url: str,
     *,
@@ -108,6 +116,17 @@ async def _look(url: str) -> DatabaseState:
         return await inspect_database(engine, timeout=_PROBE_SECONDS)
     finally:
         await engine.dispose()
+
+
+def refuse_unless_container_builds(settings: Settings) -> None:
+    """Exit 1 in one line when the service's objects cannot be built from these settings
+    (in uvicorn's lifespan the same error would be a traceback)."""
+
+    async def build() -> None:
+        async with checked_container(settings):
+            pass
+
+    asyncio.run(build())
 
 
 def migrate_or_exit(database_url: str, migrate: Callable[[str], None]) -> None:

@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.cli.common import load_settings
+from app.cli.common import command_container, load_settings
 from app.cli.dead_letters_tables import print_json
-from app.container import open_container
 from app.domain.errors import ReminderRelayError
 from app.domain.suppression import SuppressionReason
 from app.services import suppressions as service
@@ -28,7 +27,10 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a ta
 
 def _run(work: Callable[[AsyncConnection, Any], Awaitable[T]]) -> T:
     async def main() -> T:
-        async with open_container(load_settings()) as container, container.engine.begin() as conn:
+        async with (
+            command_container(load_settings()) as container,
+            container.engine.begin() as conn,
+        ):
             return await work(conn, container.clock())
 
     try:

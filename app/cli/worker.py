@@ -8,7 +8,6 @@ prints what it did. Run it beside ``reminders serve`` (same image) or alone.
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 from typing import Annotated
 
@@ -16,8 +15,7 @@ import typer
 from rich.console import Console
 
 from app.adapters.queues.consumers import build_consumer
-from app.cli.common import fail, load_settings
-from app.container import open_container
+from app.cli.common import command_container, fail, load_settings, log_to_stderr
 from app.domain.errors import ConfigError
 from app.domain.retry import BackoffPolicy
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, run_pull_worker
@@ -40,7 +38,7 @@ def worker_command(
     kind = queue_kind(settings, queues)
     if kind == "infrai" and not settings.infrai.api_key.get_secret_value():
         fail("REMINDERS_INFRAI_API_KEY is not set")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_to_stderr(settings.log_level)
     stats = asyncio.run(_run_worker(settings, kind, queues))
     console.print(
         f"worker stopped: {stats.deliveries} deliveries, {stats.acked} acked, "
@@ -94,7 +92,7 @@ async def _run_worker(settings: Settings, kind: str, queues: tuple[str, ...]) ->
         f"worker consuming {kind} {', '.join(queues)} "
         f"(in flight ≤ {config.max_in_flight}, lease {config.visibility_timeout} s)"
     )
-    async with open_container(settings) as container:
+    async with command_container(settings) as container:
         try:
             consumer = build_consumer(kind, settings, container.http)
         except ConfigError as error:

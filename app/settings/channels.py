@@ -11,6 +11,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from app.settings.problems import MissingSecrets
 from app.settings.secrets import DEV_CHANNEL_SECRETS, is_placeholder
 
+# Every provider of each channel (app/adapters/channels/registry.py builds them by name).
+EmailProviderName = Literal["outbox", "smtp", "email_api", "postmark", "sendgrid", "ses"]
+WebhookProviderName = Literal["outbox", "webhook"]
+
 
 def split_csv(value: object) -> object:
     """A comma-separated environment value as a list (lists pass through)."""
@@ -24,11 +28,11 @@ class ChannelSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
 
-    email_provider: str = "outbox"
+    email_provider: EmailProviderName = "outbox"
     # Failover (docs/deliverability.md): providers of the email channel in order of
     # preference; when set, it replaces REMINDERS_EMAIL_PROVIDER.
     email_providers: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    webhook_provider: str = "outbox"
+    webhook_provider: WebhookProviderName = "outbox"
     outbox_dir: Path = Path("./outbox")
     outbox_fsync: bool = True
     templates_dir: Path | None = None
@@ -91,3 +95,8 @@ class ChannelSettings(BaseSettings):
         ]
         if missing:
             raise MissingSecrets(missing)
+
+    @property
+    def channel_providers(self) -> dict[str, str]:
+        """The provider of each channel, by name (the email failover chain comma-separated)."""
+        return {"email": ",".join(self.email_chain), "webhook": self.webhook_provider}

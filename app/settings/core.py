@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -25,6 +26,7 @@ from app.settings.channels import ChannelSettings, split_csv
 from app.settings.database import DatabaseSettings
 from app.settings.deliverability import DeliverabilitySettings
 from app.settings.extras import EXTRAS, OTEL
+from app.settings.local_only import OUTBOX, check_email_from, check_public_base_url, outbox_warnings
 from app.settings.problems import MissingSecrets, gather
 from app.settings.secrets import (
     CHOSEN_SECRETS,
@@ -48,8 +50,6 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     """Every knob of the service; see the README's configuration table."""
 
     model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
-
-    dev_mode: bool = False
 
     queue: QueueKind = "embedded"
     # A channel may use another queue kind than REMINDERS_QUEUE (e.g. webhooks via QStash).
@@ -139,9 +139,11 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
         # Every check runs, so one start names everything that must be fixed.
         gather(
             [
+                self.require_database_url,
                 self._check_timeouts,
                 self._fill_dev_secrets if self.dev_mode else self._refuse_placeholder_secrets,
                 lambda: self.check_channels(dev_mode=self.dev_mode),
+                *self._real_mail_checks(),
                 self._check_queue_kinds,
                 self._check_queue_extras,
                 # Each kind's own checks (each decides whether its kind is in use).
@@ -151,6 +153,24 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
             ]
         )
         return self
+
+    def _real_mail_checks(self) -> list[Callable[[], None]]:
+        """Outside dev mode, with a real email provider: no localhost address or link in it."""
+        if self.dev_mode or set(self.email_chain) == {OUTBOX}:
+            return []
+        variable = (
+            "REMINDERS_EMAIL_PROVIDERS" if self.email_providers else "REMINDERS_EMAIL_PROVIDER"
+        )
+        chosen = f"{variable}={','.join(self.email_chain)}"
+        return [
+            lambda: check_public_base_url(self.public_base_url, chosen=chosen),
+            lambda: check_email_from(self.email_from, chosen=chosen),
+        ]
+
+    def local_only_warnings(self) -> list[str]:
+        """What startup warns about: outside dev mode, a channel left on the outbox while
+        another one sends for real."""
+        return [] if self.dev_mode else outbox_warnings(self.channel_providers)
 
     def _chosen_secrets(self) -> list[tuple[str, str]]:
         """Every credential this deployment chooses itself, by variable (set ones only:

@@ -1,5 +1,8 @@
 """Where the database is (``REMINDERS_DATABASE_*``): all that ``reminders migrate`` needs.
 
+Outside dev mode the URL must be given: a default database would let a misspelt or
+forgotten variable run production on an empty ``./reminders.db`` (dev mode uses that file).
+
 Hosting providers hand out ``postgres://`` and ``postgresql://`` URLs (often with
 ``?sslmode=require``); the service talks to PostgreSQL through asyncpg, so those are
 rewritten to ``postgresql+asyncpg://`` (and ``sslmode`` to asyncpg's ``ssl``) instead of
@@ -10,8 +13,10 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.settings.problems import gather
 
 DEFAULT_SQLITE_URL = "sqlite+aiosqlite:///./reminders.db"
 _POSTGRES = "postgresql+asyncpg"
@@ -51,7 +56,9 @@ class DatabaseSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
 
-    database_url: str = DEFAULT_SQLITE_URL
+    # Local use only: well-known secrets, ./reminders.db unless a URL is given (Settings).
+    dev_mode: bool = False
+    database_url: str = ""  # required outside dev mode; dev mode: DEFAULT_SQLITE_URL
     database_pool_size: int = Field(default=16, ge=1)
     # PostgreSQL: how many shared ("group commit") statements of each kind, claims and
     # finalizes, may run at once; deliveries arriving meanwhile wait and share the next one.
@@ -63,7 +70,25 @@ class DatabaseSettings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _normalize(cls, value: str) -> str:
-        return normalize_database_url(value)
+        return normalize_database_url(value) if value.strip() else ""
+
+    @model_validator(mode="after")
+    def _check(self) -> DatabaseSettings:
+        # Settings overrides this with its own, which runs the same check among all others.
+        gather([self.require_database_url])
+        return self
+
+    def require_database_url(self) -> None:
+        """Dev mode's default database, or refuse an unset URL outside dev mode."""
+        if self.database_url:
+            return
+        if not self.dev_mode:
+            raise ValueError(
+                "REMINDERS_DATABASE_URL is not set: outside dev mode name the database "
+                "(postgresql://user:password@host/name, or sqlite:///path/reminders.db for one "
+                "machine); REMINDERS_DEV_MODE=1 uses ./reminders.db"
+            )
+        object.__setattr__(self, "database_url", DEFAULT_SQLITE_URL)
 
     @property
     def is_sqlite(self) -> bool:

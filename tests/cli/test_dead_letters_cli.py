@@ -34,12 +34,12 @@ async def test_list_and_show_name_the_failure(client, clock, publisher, provider
     listed = await _invoke("list")
     assert listed.exit_code == 0, listed.output
     assert "smtp_4xx" in listed.output and "r:cli" in listed.output
-    as_json = json.loads((await _invoke("list", "--json")).output)
+    as_json = json.loads((await _invoke("list", "--json")).stdout)
     [item] = as_json["items"]
-    shown = json.loads((await _invoke("show", str(item["id"]), "--json")).output)
+    shown = json.loads((await _invoke("show", str(item["id"]), "--json")).stdout)
     assert shown["send_record"]["state"] == "dead"
     assert shown["redrive"]["message"]["idempotency_key"] == "r:cli:email:v1:r1"
-    terminal = json.loads((await _invoke("list", "--terminal", "--json")).output)
+    terminal = json.loads((await _invoke("list", "--terminal", "--json")).stdout)
     assert terminal["terminal_failures"] == []
 
 
@@ -50,7 +50,7 @@ async def test_dry_run_changes_nothing_and_memory_queue_refuses_a_real_redrive(
     await exhaust(client, publisher, clock, provider, "r:cli-dry")
     dry = await _invoke("redrive", "--error-class", "smtp_4xx", "--dry-run", "--json")
     assert dry.exit_code == 0, dry.output
-    report = json.loads(dry.output)
+    report = json.loads(dry.stdout)
     assert report["dry_run"] is True and report["published"] == 1
     refused = await _invoke("redrive", "--error-class", "smtp_4xx")
     assert refused.exit_code == 2 and "REMINDERS_QUEUE=memory" in refused.output
@@ -93,7 +93,7 @@ async def test_list_is_readable_at_80_columns(
         assert "…" not in shown.output
     listed = (await _invoke("list")).output
     assert reminder_id in listed and "smtp_4xx" in listed
-    [item] = json.loads((await _invoke("list", "--json")).output)["items"]
+    [item] = json.loads((await _invoke("list", "--json")).stdout)["items"]
     assert item["reminder_id"] == reminder_id and item["queue"] and item["reason"]
 
 
@@ -104,16 +104,16 @@ async def test_discard_closes_a_quarantined_letter_and_refuses_an_exhausted_one(
     why the exhausted send's letter was kept."""
     await exhaust(client, publisher, clock, provider, "r:cli-discard")
     await push(client, {"message_id": "m-cli-bad", "payload": {"v": 9}})
-    listed = json.loads((await _invoke("list", "--json")).output)["items"]
+    listed = json.loads((await _invoke("list", "--json")).stdout)["items"]
     ids = {item["reason"]: item["id"] for item in listed}
     bad, dead = ids["malformed"], ids["attempts_exhausted"]
 
     result = await _invoke("discard", str(bad), str(dead), "--json")
     assert result.exit_code == 1, result.output
-    items = {i["dead_letter_id"]: i for i in json.loads(result.output)["items"]}
+    items = {i["dead_letter_id"]: i for i in json.loads(result.stdout)["items"]}
     assert items[bad]["discarded"] and not items[dead]["discarded"]
     assert "redrive it instead" in items[dead]["reason"]
-    still_open = json.loads((await _invoke("list", "--json")).output)["items"]
+    still_open = json.loads((await _invoke("list", "--json")).stdout)["items"]
     assert [item["id"] for item in still_open] == [dead]
-    gone = json.loads((await _invoke("list", "--status", "discarded", "--json")).output)["items"]
+    gone = json.loads((await _invoke("list", "--status", "discarded", "--json")).stdout)["items"]
     assert [item["id"] for item in gone] == [bad] and gone[0]["discarded_at"]

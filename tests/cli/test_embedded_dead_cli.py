@@ -54,13 +54,13 @@ async def test_list_then_redrive_a_dead_message(settings, clock, cli_env):
         await dispatcher.run_once()
         listed = await invoke("list")
         assert listed.exit_code == 0, listed.output
-        [item] = json.loads(listed.output)["items"]
+        [item] = json.loads(listed.stdout)["items"]
         assert (item["message_id"], item["payload"]) == (message_id, payload)
         redriven = await invoke("redrive", message_id)
-        assert json.loads(redriven.output) == {"redriven": [message_id], "count": 1}
+        assert json.loads(redriven.stdout) == {"redriven": [message_id], "count": 1}
         async with engine.connect() as conn:
             assert (await queue_repo.count_by_state(conn))["ready"] == 1
-        assert json.loads((await invoke("list")).output)["items"] == []
+        assert json.loads((await invoke("list")).stdout)["items"] == []
         assert (await invoke("redrive", message_id)).exit_code == 1  # no longer dead
     finally:
         await engine.dispose()

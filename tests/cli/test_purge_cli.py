@@ -55,7 +55,7 @@ async def _left(url: str) -> set[str]:
 async def _purge(*args: str) -> dict:
     result = await invoke("purge", *args)
     assert result.exit_code == 0, result.output
-    return json.loads(result.output.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 async def test_purge_cli_dry_run_then_purge_then_a_shorter_period(settings, cli_env):

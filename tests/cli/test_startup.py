@@ -7,6 +7,7 @@ what the test sets), as a new user would from a shell or a container.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import sqlite3
@@ -20,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.db.migrations import head_revisions
 from tests.conftest import PG_ADMIN_URL, _create_pg_database, _drop_pg_database
 
 REMINDERS = str(Path(sys.executable).parent / "reminders")
@@ -76,7 +78,9 @@ def empty_pg_database() -> Iterator[str]:
 def test_no_secrets_names_every_missing_one_and_dev_mode(tmp_path):
     """serve without secrets: exit 1, three lines — all five variables at once, the local way
     out, the way to open /metrics instead — and no pydantic boilerplate."""
-    result = _run(tmp_path, "serve", "--port", str(_free_port()))
+    result = _run(
+        tmp_path, "serve", "--port", str(_free_port()), REMINDERS_DATABASE_URL="sqlite:///r.db"
+    )
     assert result.returncode == 1
     lines = _lines(result.stderr)
     assert len(lines) == 3, result.stderr
@@ -289,3 +293,151 @@ def test_dev_mode_refuses_a_host_beyond_loopback(tmp_path, host):
     [line] = _lines(result.stderr)
     assert "REMINDERS_DEV_MODE=1 listens on loopback only" in line and f"--host {host}" in line
     assert "dev-api-token" not in result.stdout + result.stderr
+
+
+# Configuration that cannot silently go wrong (issue 23, point 1): each refusal one line per
+# problem, never a traceback; every process says what it runs on.
+
+
+def _refusal(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """The problems a refused run names, one per line (without the heading line)."""
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    lines = _lines(result.stderr)
+    if lines[0] == "reminders: configuration errors:":
+        return [line.removeprefix("reminders:   ") for line in lines[1:]]
+    return [line.removeprefix("reminders: configuration error: ") for line in lines]
+
+
+@pytest.mark.parametrize("command", ["serve", "migrate", "sweep"])
+def test_a_misspelt_database_variable_is_refused_beside_the_file_it_would_have_used(
+    tmp_path, command
+):
+    """REMINDERS_DATABSE_URL (misspelt) used to start on ./reminders.db, which exists here;
+    now the typo and the missing URL are named, one line each, and nothing runs."""
+    assert (
+        _run(tmp_path, "migrate", REMINDERS_DATABASE_URL="sqlite:///reminders.db").returncode == 0
+    )
+    before = (tmp_path / "reminders.db").stat().st_mtime_ns
+    result = _run(
+        tmp_path,
+        command,
+        REMINDERS_DATABSE_URL="postgresql://reminders:pw-7c1e@db.internal/reminders",
+        **SECRETS,
+    )
+    problems = _refusal(result)
+    assert problems[0] == (
+        "REMINDERS_DATABSE_URL is not a setting: did you mean REMINDERS_DATABASE_URL?"
+    )
+    assert problems[1].startswith("REMINDERS_DATABASE_URL is not set: outside dev mode")
+    assert len(problems) == 2 and "pw-7c1e" not in result.stderr
+    assert (tmp_path / "reminders.db").stat().st_mtime_ns == before
+
+
+def test_migrate_outside_dev_mode_needs_the_url(tmp_path):
+    """migrate with no URL used to create ./reminders.db and say only `schema at head`:
+    refused in one line, and no file appears."""
+    [problem] = _refusal(_run(tmp_path, "migrate"))
+    assert problem.startswith("REMINDERS_DATABASE_URL is not set: ")
+    assert not (tmp_path / "reminders.db").exists()
+
+
+def test_real_mail_refuses_the_local_defaults_at_startup(tmp_path):
+    """SMTP outside dev mode with the loopback public URL and a From at localhost: one line
+    each, before serve checks anything else."""
+    result = _run(
+        tmp_path,
+        "serve",
+        "--port",
+        str(_free_port()),
+        REMINDERS_DATABASE_URL="sqlite:///r.db",
+        REMINDERS_EMAIL_PROVIDER="smtp",
+        REMINDERS_UNSUBSCRIBE_SECRET="d3a7c1f5b9e2486a0c4e8b2f6d1a5c9e",
+        **SECRETS,
+    )
+    public_url, sender = _refusal(result)
+    assert public_url.startswith("REMINDERS_PUBLIC_BASE_URL=http://127.0.0.1:8000 is this")
+    assert sender.startswith("REMINDERS_EMAIL_FROM=reminders@localhost is an address at")
+
+
+@pytest.mark.parametrize("command", ["serve", "sweep"])
+def test_a_secret_only_the_container_can_check_is_one_line(tmp_path, command):
+    """A webhook signing secret the Standard Webhooks library rejects surfaced while the
+    container was built: a traceback from uvicorn's lifespan or the command. One line now,
+    naming the variable and never the value."""
+    assert _run(tmp_path, "migrate", REMINDERS_DATABASE_URL="sqlite:///r.db").returncode == 0
+    secret = "whsec_!@#$%^&*(){}[]<>?|~;:,.-_!?#"  # decodes to nothing
+    result = _run(
+        tmp_path,
+        command,
+        *(["--port", str(_free_port())] if command == "serve" else []),
+        REMINDERS_DATABASE_URL="sqlite:///r.db",
+        REMINDERS_WEBHOOK_PROVIDER="webhook",
+        REMINDERS_WEBHOOK_SIGNING_SECRET=secret,
+        **SECRETS,
+    )
+    [problem] = _refusal(result)
+    assert problem.startswith("REMINDERS_WEBHOOK_SIGNING_SECRET is not a valid Standard Webhooks")
+    assert secret not in result.stderr
+
+
+def _startup_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "reminders.startup" in line]
+
+
+@pytest.fixture
+def database_with_password(tmp_path, db_backend) -> Iterator[tuple[str, str]]:
+    """A database URL carrying a password (PostgreSQL trusts local connections, so it is
+    accepted and ignored), and the database as the startup line must name it."""
+    if db_backend == "sqlite":
+        yield "sqlite:///reminders.db", f"sqlite {tmp_path / 'reminders.db'}"
+        return
+    name = f"rr_start_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_create_pg_database(name))
+    try:
+        url = _pg_url(name).replace("postgres@", "postgres:pw-7c1e5b@", 1)
+        yield url, f"postgresql 127.0.0.1:5432/{name}"
+    finally:
+        asyncio.run(_drop_pg_database(name))
+
+
+@pytest.mark.slow
+def test_every_process_logs_one_startup_line_naming_what_it_runs_on(
+    tmp_path, database_with_password
+):
+    """migrate, sweep, dispatch and serve each log one line: the database (host and name, or
+    the SQLite file; never the password), the schema revision, each channel's queue kind
+    and the providers. Commands log on stderr, so their stdout stays their JSON answer."""
+    url, database = database_with_password
+    env = {"REMINDERS_DATABASE_URL": url, **SECRETS}
+    head = ", ".join(sorted(head_revisions()))
+    migrated = _run(tmp_path, "migrate", **env)
+    assert migrated.returncode == 0, migrated.stderr
+    [line] = _startup_lines(migrated.stderr)
+    assert f"reminders migrate starting: database {database}, schema " in line
+    assert f"schema at head ({head}) on {database}" in migrated.stdout
+    queues = "queues email=embedded/reminders webhook=embedded/reminders"
+    for command in (["sweep"], ["dispatch", "--once"]):
+        result = _run(tmp_path, *command, **env)
+        assert result.returncode == 0, result.stderr
+        json.loads(result.stdout)  # nothing but the answer on stdout
+        [line] = _startup_lines(result.stderr)
+        assert line.endswith(
+            f"reminders {command[0]} starting: database {database}, schema {head} (head); "
+            f"{queues}; providers email=outbox webhook=outbox"
+        ), line
+        assert "pw-7c1e5b" not in result.stdout + result.stderr
+    port = _free_port()
+    server = _serve(tmp_path, _env(tmp_path, **env), port)
+    try:
+        assert _poll(f"http://127.0.0.1:{port}/readyz", server).status_code == 200
+    finally:
+        server.terminate()
+        stdout, stderr = server.communicate(timeout=30)
+    [line] = _startup_lines(stdout)
+    event = json.loads(line)["event"]
+    assert event == (
+        f"reminders serve starting: database {database}, schema {head} (head); {queues}; "
+        "providers email=outbox webhook=outbox"
+    )
+    assert "pw-7c1e5b" not in stdout + stderr

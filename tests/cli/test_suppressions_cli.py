@@ -25,13 +25,13 @@ async def test_add_list_and_lift(cli_env):
     """add stores the normalized address; list --json shows it; lift removes it."""
     added = await invoke("suppressions", "add", "Bo@Example.ORG", "--detail", "asked")
     assert added.exit_code == 0, added.output
-    listed = json.loads((await invoke("suppressions", "list", "--json")).output)
+    listed = json.loads((await invoke("suppressions", "list", "--json")).stdout)
     assert [(i["email"], i["reason"], i["source"]) for i in listed["items"]] == [
         ("Bo@example.org", "manual", "cli")
     ]
     lifted = await invoke("suppressions", "lift", "Bo@example.org")
     assert lifted.exit_code == 0 and "lifted Bo@example.org" in lifted.output
-    assert json.loads((await invoke("suppressions", "list", "--json")).output)["items"] == []
+    assert json.loads((await invoke("suppressions", "list", "--json")).stdout)["items"] == []
 
 
 async def test_lifting_a_complaint_needs_force(container, cli_env):

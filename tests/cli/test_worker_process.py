@@ -79,4 +79,7 @@ async def test_worker_process_delivers_then_stops_gracefully_on_sigterm(
     text = output.decode()
     assert process.returncode == 0, text
     assert "worker stopped: 1 deliveries, 1 acked" in text
+    [startup] = [line for line in text.splitlines() if "reminders.startup" in line]
+    assert "reminders worker starting: database " in startup
+    assert "queues email=infrai/reminders webhook=infrai/reminders" in startup
     assert len(list((tmp_path / "worker-outbox").rglob("*.eml"))) == 1

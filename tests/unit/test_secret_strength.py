@@ -12,6 +12,7 @@ from app.settings import Settings
 from app.settings.secrets import DEV_CHANNEL_SECRETS, DEV_PUSH_SECRET, dev_token
 
 STRONG = {
+    "database_url": "postgresql://reminders@db.internal/reminders",
     "push_secrets": [SecretStr("9c1e5b2d8f4a6c0e2b4d7f3a1c5e9b2d")],
     "cron_token": SecretStr("4d2e8a6c0f9b1d3e5a7c9f1b3e5a7c9d"),
     "api_token": SecretStr("88a1c3e5f7b9d0a2c4e6f8b1d3f5a7c9"),

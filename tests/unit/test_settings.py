@@ -8,6 +8,7 @@ from pydantic import SecretStr, ValidationError
 from app.settings import SECRET_FIELDS, Settings
 
 GOOD = {
+    "database_url": "postgresql://reminders@db.internal/reminders",
     "push_secrets": [
         SecretStr("push-current-7f3a9c1e5b2d8f4a6c0e2b4d"),
         SecretStr("push-next-91bc3e7a5f1d9b2c6e8a0f4d"),
@@ -135,6 +136,7 @@ def test_settings_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("REMINDERS_API_TOKEN", "api-token-88a1c3e5f7b9d0a2c4e6f8b1")
     monkeypatch.setenv("REMINDERS_ADMIN_TOKEN", "admin-token-0c5f2a4c6e8b1d3f5a7c9e0b")
     monkeypatch.setenv("REMINDERS_METRICS_TOKEN", "metrics-token-6e0a2c4e8b1d3f5a7c9e1b3d")
+    monkeypatch.setenv("REMINDERS_DATABASE_URL", "postgresql://reminders@db.internal/reminders")
     monkeypatch.setenv("REMINDERS_LEASE_SECONDS", "90")
     monkeypatch.setenv("REMINDERS_MAX_ATTEMPTS", "5")
     settings = Settings()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable, Mapping
+from typing import get_args
 
 from app.domain.errors import ConfigError
 from app.domain.ports import ChannelProvider
 from app.settings import Settings
+from app.settings.channels import EmailProviderName, WebhookProviderName
 
 from .email_api import EmailApiProvider
 from .http import SharedHttp
@@ -19,10 +21,10 @@ from .smtp import SmtpProvider
 from .ssrf import TargetPolicy
 from .webhook import WebhookProvider
 
-# Which providers can serve which channel.
+# Which providers can serve which channel: the names the settings accept.
 PROVIDERS_BY_CHANNEL = {
-    "email": ("outbox", "smtp", "email_api", "postmark", "sendgrid", "ses"),
-    "webhook": ("outbox", "webhook"),
+    "email": get_args(EmailProviderName),
+    "webhook": get_args(WebhookProviderName),
 }
 
 
