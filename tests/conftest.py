@@ -168,6 +168,15 @@ def rand() -> random.Random:
     return random.Random(1234)
 
 
+# What a deployment with a real email provider sets: outside dev mode the local defaults
+# (a loopback public URL, a From at localhost) are refused with real mail.
+REAL_MAIL: dict[str, str] = {
+    "public_base_url": "https://reminders.example.com",
+    "email_from": "reminders@example.com",
+}
+REAL_MAIL_ENV = {f"REMINDERS_{name.upper()}": value for name, value in REAL_MAIL.items()}
+
+
 def make_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:
     """Settings as a production deployment would have them, pointed at test resources."""
     values: dict[str, object] = {

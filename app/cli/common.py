@@ -2,13 +2,12 @@
 the startup line.
 
 A command's stdout is its answer (JSON, tables); its log lines, the startup line first, go
-to stderr. ``serve`` alone logs on stdout (JSON lines for the platform's log collector).
+to stderr. ``serve`` alone logs on stdout (its log lines are its output).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -20,6 +19,7 @@ from rich.console import Console
 
 from app.container import Container, open_container
 from app.domain.errors import ConfigError
+from app.observability import configure_logging
 from app.observability.startup import announce
 from app.settings import (
     ConfigurationProblems,
@@ -59,11 +59,9 @@ def fail(*lines: str) -> None:
     raise typer.Exit(1)
 
 
-def log_to_stderr(level: str) -> None:
-    """A command's log lines on stderr, keeping stdout for its answer (once per process)."""
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
-    )
+def log_to_stderr(level: str = "INFO", log_format: str = "auto") -> None:
+    """A command's log lines on stderr, keeping stdout for its answer."""
+    configure_logging(level, log_format=log_format, stderr=True)
 
 
 def command_name() -> str:
@@ -87,7 +85,7 @@ async def checked_container(settings: Settings) -> AsyncIterator[Container]:
 @asynccontextmanager
 async def command_container(settings: Settings) -> AsyncIterator[Container]:
     """The service's objects for one command, after its startup line."""
-    log_to_stderr(settings.log_level)
+    log_to_stderr(settings.log_level, settings.log_format)
     async with checked_container(settings) as container:
         await announce(command_name(), settings, container.readiness_engine)
         yield container

@@ -54,7 +54,7 @@ def dispatch_command(
     if concurrency is not None:
         embedded = settings.embedded.model_copy(update={"concurrency": max(1, concurrency)})
         settings = settings.model_copy(update={"embedded": embedded})
-    log_to_stderr(settings.log_level)
+    log_to_stderr(settings.log_level, settings.log_format)
     report = asyncio.run(_dispatch(settings, once=once))
     console.print_json(
         json.dumps(

@@ -33,7 +33,7 @@ console = Console()
 def migrate() -> None:
     """Apply database migrations up to head (needs only REMINDERS_DATABASE_URL)."""
     settings = load_database_settings()
-    log_to_stderr("INFO")
+    log_to_stderr()
     log_startup(command_name(), settings, look_at_database(settings.database_url))
     migrate_or_exit(settings.database_url, upgrade_to_head)
     where = describe_database(settings.database_url)

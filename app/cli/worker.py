@@ -38,7 +38,7 @@ def worker_command(
     kind = queue_kind(settings, queues)
     if kind == "infrai" and not settings.infrai.api_key.get_secret_value():
         fail("REMINDERS_INFRAI_API_KEY is not set")
-    log_to_stderr(settings.log_level)
+    log_to_stderr(settings.log_level, settings.log_format)
     stats = asyncio.run(_run_worker(settings, kind, queues))
     console.print(
         f"worker stopped: {stats.deliveries} deliveries, {stats.acked} acked, "

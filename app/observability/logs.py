@@ -1,6 +1,7 @@
-"""Structured logs on stdout, configured once at startup: JSON lines for machines (stdout
-is not a terminal, or ``REMINDERS_LOG_FORMAT=json``), structlog's console format for people
-(a terminal, or ``REMINDERS_LOG_FORMAT=console``). The fields are the same either way.
+"""Structured logs on stdout (on stderr for commands, whose stdout is their answer),
+configured once at startup: JSON lines for machines (the stream is not a terminal, or
+``REMINDERS_LOG_FORMAT=json``), structlog's console format for people (a terminal, or
+``REMINDERS_LOG_FORMAT=console``). The fields are the same either way.
 
 structlog events (the per-delivery line) take the fast path: processors render JSON and
 a tiny writer puts it on stdout (measured ~10x cheaper than routing through stdlib
@@ -25,6 +26,7 @@ _SHARED_PROCESSORS: list[Any] = [
     structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
 ]
 _stream: TextIO | None = None  # None: whatever sys.stdout is at write time (runners swap it)
+_to_stderr = False  # commands: sys.stderr at write time, keeping stdout for their answer
 
 
 def _orjson_dumps(value: Any, **_: Any) -> str:
@@ -57,7 +59,9 @@ def _renderer(log_format: str) -> Any:
 
 
 def _output() -> TextIO:
-    return _stream or sys.stdout
+    if _stream is not None:
+        return _stream
+    return sys.stderr if _to_stderr else sys.stdout
 
 
 def resolve_format(log_format: str) -> str:
@@ -94,11 +98,12 @@ def record_formatter(log_format: str = "json") -> logging.Formatter:
 
 
 class StdoutHandler(logging.StreamHandler):
-    """Writes to the configured stream, else whatever ``sys.stdout`` is at emit time."""
+    """Writes to the configured stream, else whatever ``sys.stdout`` (or, for commands,
+    ``sys.stderr``) is at emit time."""
 
     @property
     def stream(self) -> TextIO:
-        """The configured stream, else the current stdout."""
+        """The configured stream, else the current stdout (or stderr)."""
         return _output()
 
     @stream.setter
@@ -107,12 +112,17 @@ class StdoutHandler(logging.StreamHandler):
 
 
 def configure_logging(
-    level: str = "INFO", *, log_format: str = "auto", stream: TextIO | None = None
+    level: str = "INFO",
+    *,
+    log_format: str = "auto",
+    stream: TextIO | None = None,
+    stderr: bool = False,
 ) -> None:
-    """Logs on stdout for structlog and stdlib loggers, in ``log_format`` (``auto``, ``json`` or
-    ``console``); idempotent, call at startup."""
-    global _stream
-    _stream = stream
+    """Logs on stdout (``stderr=True``: on stderr, for commands whose stdout is their answer)
+    for structlog and stdlib loggers, in ``log_format`` (``auto``, ``json`` or ``console``);
+    idempotent, call at startup."""
+    global _stream, _to_stderr
+    _stream, _to_stderr = stream, stderr
     numeric = logging.getLevelNamesMapping()[level]
     chosen = resolve_format(log_format)
     _configure_structlog(numeric, chosen)

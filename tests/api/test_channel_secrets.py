@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from app.container import build_container
 from app.main import create_app
-from tests.conftest import make_settings
+from tests.conftest import REAL_MAIL, make_settings
 from tests.support.channel_servers import FakeEmailApi, TlsMaterial, WebhookSink, serve, smtp_server
 from tests.support.flow import get_reminder, push_message, put_customer, put_reminder, sweep
 
@@ -87,6 +87,7 @@ async def test_smtp_auth_failure_logs_no_password(
             rand,
             publisher,
             email_provider="smtp",
+            **REAL_MAIL,
             unsubscribe_secret=SecretStr("test-unsubscribe-secret-7c1e9a3f5b2d8046"),
             smtp_host=server.host,
             smtp_port=server.port,
@@ -116,6 +117,7 @@ async def test_email_api_auth_failure_logs_no_key(
             rand,
             publisher,
             email_provider="email_api",
+            **REAL_MAIL,
             email_api_url=base_url,
             email_api_key=SecretStr(API_KEY),
             unsubscribe_secret=SecretStr("test-unsubscribe-secret-7c1e9a3f5b2d8046"),

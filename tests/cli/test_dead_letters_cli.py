@@ -89,7 +89,7 @@ async def test_list_is_readable_at_80_columns(
     for args in (("list", "--terminal"), ("stuck",), ("redrive", "--all", "--dry-run")):
         shown = await _invoke(*args)
         assert shown.exit_code == 0, shown.output
-        assert max(len(line.rstrip()) for line in shown.output.splitlines()) <= 80, shown.output
+        assert max(len(line.rstrip()) for line in shown.stdout.splitlines()) <= 80, shown.stdout
         assert "…" not in shown.output
     listed = (await _invoke("list")).output
     assert reminder_id in listed and "smtp_4xx" in listed

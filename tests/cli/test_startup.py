@@ -407,14 +407,17 @@ def test_every_process_logs_one_startup_line_naming_what_it_runs_on(
 ):
     """migrate, sweep, dispatch and serve each log one line: the database (host and name, or
     the SQLite file; never the password), the schema revision, each channel's queue kind
-    and the providers. Commands log on stderr, so their stdout stays their JSON answer."""
+    and the providers. Commands log on stderr (JSON lines off a terminal, as serve logs on
+    stdout), so their stdout stays their JSON answer."""
     url, database = database_with_password
     env = {"REMINDERS_DATABASE_URL": url, **SECRETS}
     head = ", ".join(sorted(head_revisions()))
     migrated = _run(tmp_path, "migrate", **env)
     assert migrated.returncode == 0, migrated.stderr
     [line] = _startup_lines(migrated.stderr)
-    assert f"reminders migrate starting: database {database}, schema " in line
+    assert json.loads(line)["event"].startswith(
+        f"reminders migrate starting: database {database}, schema "
+    )
     assert f"schema at head ({head}) on {database}" in migrated.stdout
     queues = "queues email=embedded/reminders webhook=embedded/reminders"
     for command in (["sweep"], ["dispatch", "--once"]):
@@ -422,10 +425,10 @@ def test_every_process_logs_one_startup_line_naming_what_it_runs_on(
         assert result.returncode == 0, result.stderr
         json.loads(result.stdout)  # nothing but the answer on stdout
         [line] = _startup_lines(result.stderr)
-        assert line.endswith(
+        assert json.loads(line)["event"] == (
             f"reminders {command[0]} starting: database {database}, schema {head} (head); "
             f"{queues}; providers email=outbox webhook=outbox"
-        ), line
+        )
         assert "pw-7c1e5b" not in result.stdout + result.stderr
     port = _free_port()
     server = _serve(tmp_path, _env(tmp_path, **env), port)

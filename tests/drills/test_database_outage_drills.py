@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from app.container import Container, build_container
 from app.db.migrations import upgrade_to_head
 from app.db.tables import send_records
-from tests.conftest import make_settings
+from tests.conftest import REAL_MAIL, make_settings
 from tests.support.channel_servers import WebhookSink, serve, smtp_server
 from tests.support.ledger_states import seed_enqueued
 from tests.support.own_postgres import OwnPostgres, own_postgres
@@ -55,7 +55,7 @@ async def run_drill(
     with smtp_server() as smtp:
         async with serve(sink.app()) as base_url:
             settings = make_settings(
-                cluster.url, tmp_path, email_provider="smtp", smtp_host=smtp.host,
+                cluster.url, tmp_path, **REAL_MAIL, email_provider="smtp", smtp_host=smtp.host,
                 smtp_port=smtp.port, smtp_security="none", webhook_provider="webhook",
                 webhook_signing_secret=SecretStr("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
                 webhook_allowed_targets=["127.0.0.0/8"], usefulness_grace_seconds=10**9,

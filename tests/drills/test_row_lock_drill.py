@@ -27,7 +27,7 @@ from sqlalchemy import func, insert, select, text
 
 from app.container import Container, build_container
 from app.db.tables import send_records
-from tests.conftest import make_settings
+from tests.conftest import REAL_MAIL, make_settings
 from tests.support.channel_servers import WebhookSink, serve, smtp_server
 from tests.support.ledger_states import NOW, seed_enqueued
 from tests.support.redelivery import deliver_until_acknowledged
@@ -51,7 +51,8 @@ async def replicas(db_backend, clean_database_url, tmp_path) -> AsyncIterator[di
     with smtp_server() as smtp:
         async with serve(sink.app()) as base_url:
             settings = make_settings(
-                clean_database_url, tmp_path, email_provider="smtp", smtp_host=smtp.host,
+                clean_database_url, tmp_path, **REAL_MAIL, email_provider="smtp",
+                smtp_host=smtp.host,
                 smtp_port=smtp.port, smtp_security="none", webhook_provider="webhook",
                 webhook_signing_secret=SecretStr("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
                 webhook_allowed_targets=["127.0.0.0/8"], usefulness_grace_seconds=10**9,

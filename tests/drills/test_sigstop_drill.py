@@ -25,6 +25,7 @@ from sqlalchemy import func, select, text
 
 from app.db.engine import create_engine
 from app.db.tables import send_records
+from tests.conftest import REAL_MAIL_ENV
 from tests.e2e.processes import free_port, serve, service_env, wait_healthy, wait_until
 from tests.support.channel_servers import WebhookSink, smtp_server
 from tests.support.channel_servers import serve as serve_app
@@ -57,7 +58,7 @@ async def test_a_process_stopped_past_its_lease_does_not_send(
                 env = service_env(
                     clean_database_url, tmp_path / "outbox",
                     REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="false",
-                    REMINDERS_EMAIL_PROVIDER="smtp", REMINDERS_SMTP_HOST=smtp.host,
+                    **REAL_MAIL_ENV, REMINDERS_EMAIL_PROVIDER="smtp", REMINDERS_SMTP_HOST=smtp.host,
                     REMINDERS_SMTP_PORT=str(smtp.port), REMINDERS_SMTP_SECURITY="none",
                     REMINDERS_LEASE_SECONDS=str(LEASE_SECONDS),
                     REMINDERS_USEFULNESS_GRACE_SECONDS=str(10**9),

@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from app.adapters.channels.http import retry_after_seconds
 from app.main import create_app
-from tests.conftest import make_settings
+from tests.conftest import REAL_MAIL, make_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -20,6 +20,7 @@ async def test_lifespan_owns_one_pool_and_closes_it(clean_database_url, tmp_path
         clean_database_url,
         tmp_path,
         email_provider="email_api",
+        **REAL_MAIL,
         email_api_key=SecretStr("re_key"),
         unsubscribe_secret=SecretStr("u-secret-3b8f2e6a9c1d4705e8f2a6b9"),
         webhook_provider="webhook",
