@@ -7,7 +7,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.settings import Settings
-from tests.conftest import make_settings
+from tests.conftest import REAL_MAIL, make_settings
 from tests.support.dead_letters import ADMIN_TOKEN
 from tests.support.flow import scrape
 
@@ -15,7 +15,7 @@ from tests.support.flow import scrape
 @pytest.fixture
 def settings(clean_database_url: str, tmp_path: Path) -> Settings:
     return make_settings(
-        clean_database_url, tmp_path, email_providers=["email_api", "smtp"],
+        clean_database_url, tmp_path, **REAL_MAIL, email_providers=["email_api", "smtp"],
         email_api_key=SecretStr("re_failover_test_key_0123456789abcdef"),
         unsubscribe_secret=SecretStr("failover-unsubscribe-secret-0123456789abcd"),
         circuit_failures=2, circuit_cooldown_seconds=30,

@@ -22,7 +22,7 @@ from app.container import build_container
 from app.domain.messages import Delivery
 from app.domain.states import Outcome
 from app.services.receive import receive_delivery
-from tests.conftest import make_settings
+from tests.conftest import REAL_MAIL, make_settings
 from tests.support.channel_servers import serve, smtp_server
 from tests.support.clock import FakeClock
 from tests.support.ledger_states import NOW, seed_enqueued
@@ -57,7 +57,7 @@ async def test_a_replica_with_an_open_circuit_cannot_send_what_another_is_sendin
     with smtp_server() as smtp:
         async with serve(app) as base_url:
             settings = make_settings(
-                clean_database_url, tmp_path, email_providers=["postmark", "smtp"],
+                clean_database_url, tmp_path, **REAL_MAIL, email_providers=["postmark", "smtp"],
                 postmark_api_url=base_url, postmark_server_token=SecretStr(TOKEN),
                 smtp_host=smtp.host, smtp_port=smtp.port, smtp_security="none",
                 unsubscribe_secret=SecretStr("replica-unsubscribe-secret-0123456789abcd"),

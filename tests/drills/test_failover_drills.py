@@ -37,7 +37,7 @@ from app.container import Container, build_container
 from app.domain.messages import Delivery
 from app.services.audit import audit_database
 from app.services.receive import receive_delivery
-from tests.conftest import make_settings
+from tests.conftest import REAL_MAIL, make_settings
 from tests.support.channel_servers import serve, smtp_server
 from tests.support.clock import FakeClock
 from tests.support.ledger_states import NOW, seed_enqueued
@@ -104,6 +104,7 @@ async def run_drill(
     with smtp_server() as smtp:
         settings = make_settings(
             database_url, tmp_path, email_providers=["postmark", "smtp"],
+            public_base_url=REAL_MAIL["public_base_url"],
             postmark_api_url=base_url, postmark_server_token=SecretStr(TOKEN),
             smtp_host=smtp.host, smtp_port=smtp.port, smtp_security="none", email_from=SENDER,
             unsubscribe_secret=SecretStr("drill-unsubscribe-secret-0123456789abcdef"),

@@ -28,6 +28,7 @@ from app.db.engine import create_engine
 from app.db.migrations import upgrade_to_head
 from app.db.queue_tables import queue_messages
 from app.db.tables import send_records
+from tests.conftest import REAL_MAIL_ENV
 from tests.e2e.processes import Process, free_port, serve, service_env, wait_healthy
 from tests.support.channel_servers import WebhookSink, smtp_server
 from tests.support.channel_servers import serve as serve_app
@@ -117,7 +118,7 @@ async def run_drill(
                     cluster.url, tmp_path / "outbox", **TIMINGS,
                     REMINDERS_EMBEDDED_DELIVER_IN_PROCESS="false",
                     REMINDERS_EMBEDDED_PUSH_BASE_URL=lb_url,
-                    REMINDERS_EMAIL_PROVIDER="smtp", REMINDERS_SMTP_HOST=smtp.host,
+                    **REAL_MAIL_ENV, REMINDERS_EMAIL_PROVIDER="smtp", REMINDERS_SMTP_HOST=smtp.host,
                     REMINDERS_SMTP_PORT=str(smtp.port), REMINDERS_SMTP_SECURITY="none",
                     REMINDERS_USEFULNESS_GRACE_SECONDS=str(10**9),
                     REMINDERS_UNSUBSCRIBE_SECRET=UNSUBSCRIBE_SECRET,
