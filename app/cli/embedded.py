@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from app.adapters.queues.embedded.dispatcher import DispatchReport, dispatcher_from_settings
-from app.cli.common import command_container, log_to_stderr
+from app.cli.common import command_container
 from app.cli.common import load_settings as _settings
 from app.settings import Settings
 
@@ -54,7 +54,6 @@ def dispatch_command(
     if concurrency is not None:
         embedded = settings.embedded.model_copy(update={"concurrency": max(1, concurrency)})
         settings = settings.model_copy(update={"embedded": embedded})
-    log_to_stderr(settings.log_level, settings.log_format)
     report = asyncio.run(_dispatch(settings, once=once))
     console.print_json(
         json.dumps(

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from app.adapters.queues.consumers import build_consumer
-from app.cli.common import command_container, fail, load_settings, log_to_stderr
+from app.cli.common import command_container, fail, load_settings
 from app.domain.errors import ConfigError
 from app.domain.retry import BackoffPolicy
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, run_pull_worker
@@ -38,7 +38,6 @@ def worker_command(
     kind = queue_kind(settings, queues)
     if kind == "infrai" and not settings.infrai.api_key.get_secret_value():
         fail("REMINDERS_INFRAI_API_KEY is not set")
-    log_to_stderr(settings.log_level, settings.log_format)
     stats = asyncio.run(_run_worker(settings, kind, queues))
     console.print(
         f"worker stopped: {stats.deliveries} deliveries, {stats.acked} acked, "

@@ -61,8 +61,8 @@ async def inspect_database(engine: AsyncEngine, *, timeout: float) -> DatabaseSt
     except TimeoutError:
         return DatabaseState(
             DatabaseStatus.UNAVAILABLE,
-            f"the database at {_where(url)} did not answer within {timeout:g} s: check the host "
-            "and port in REMINDERS_DATABASE_URL and that the server is running",
+            f"the database at {database_location(url)} did not answer within {timeout:g} s: "
+            "check the host and port in REMINDERS_DATABASE_URL and that the server is running",
         )
     except Exception as error:  # every failure becomes a reason; none is "ready"
         return explain_failure(error, url)
@@ -92,7 +92,7 @@ def _compare(current: frozenset[str]) -> DatabaseState:
 def explain_failure(error: BaseException, url: str) -> DatabaseState:
     """The state a database error means, told with its fix."""
     chain = _chain(error)
-    where, name = _where(url), make_url(url).database or ""
+    where, name = database_location(url), make_url(url).database or ""
     if _any(chain, asyncpg.InvalidCatalogNameError):
         return DatabaseState(
             DatabaseStatus.MISSING,
@@ -135,7 +135,8 @@ def missing_sqlite_file(url: str) -> Path | None:
     return None if path.exists() else path
 
 
-def _where(url: str) -> str:
+def database_location(url: str) -> str:
+    """``host:port`` of a server database, the file of a SQLite one (never a password)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return str(parsed.database)

@@ -15,7 +15,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.readiness import DatabaseState, DatabaseStatus, inspect_database
+from app.db.readiness import DatabaseState, DatabaseStatus, database_location, inspect_database
 from app.settings import DatabaseSettings, Settings
 
 log = logging.getLogger("reminders.startup")
@@ -28,7 +28,7 @@ def describe_database(url: str) -> str:
     if backend == "sqlite":
         name = parsed.database or ":memory:"
         return f"sqlite {name if name == ':memory:' else Path(name).resolve()}"
-    return f"{backend} {parsed.host or 'localhost'}:{parsed.port or 5432}/{parsed.database or ''}"
+    return f"{backend} {database_location(url)}/{parsed.database or ''}"
 
 
 def describe_schema(state: DatabaseState) -> str:
