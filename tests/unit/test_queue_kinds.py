@@ -70,7 +70,8 @@ def test_every_kind_names_a_known_extra():
 
 def _lazies(kind: QueueKind) -> list[Lazy]:
     builders = [kind.publisher, kind.push_format, kind.push_format_for, kind.consumer]
-    return [b for b in [*builders, kind.setup, kind.check] if isinstance(b, Lazy)]
+    builders += [kind.setup, kind.check, *kind.settings_checks]
+    return [b for b in builders if isinstance(b, Lazy)]
 
 
 @pytest.mark.parametrize("kind", QUEUE_KINDS, ids=lambda kind: kind.name)

@@ -6,8 +6,8 @@ consumers), ``reminders setup`` and ``reminders check``, the settings' accepted 
 values and the extra each kind needs are all read from those values.
 
 This module, every kind's ``__init__`` and its ``settings`` module stay light and import
-nothing of ``app.settings`` at load time (the settings package imports them to build the
-``Settings`` model): the builders are ``Lazy`` references, imported on first use, which
+nothing of ``app.settings`` (the settings package imports them to build the ``Settings``
+model): the builders are ``Lazy`` references, imported on first use, which
 also keeps a kind's client libraries (an optional extra) out of the default install.
 """
 
@@ -59,7 +59,8 @@ class QueueKind:
     check: Builder | None = None
     # The settings groups (fields of ``Settings``) this kind reads, and the checks the
     # settings run at load time, each ``check(settings)`` raising ``ValueError`` (every
-    # kind's checks run; each decides whether its kind is in use).
+    # kind's checks run; each decides whether its kind is in use). The checks are ``Lazy``
+    # too: they read the whole ``Settings``, which imports this module.
     settings: tuple[type[BaseSettings], ...] = field(default=())
     settings_checks: tuple[Builder, ...] = field(default=())
     # The optional extra (``pip install 'reminder-relay[extra]'``, app/settings/extras.py)

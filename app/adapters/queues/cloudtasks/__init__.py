@@ -3,7 +3,7 @@
 
 from ..google_settings import GooglePushSettings
 from ..kind import QueueKind, lazy
-from .settings import CloudTasksSettings, check_cloudtasks_settings
+from .settings import CloudTasksSettings
 
 KIND = QueueKind(
     name="cloudtasks",
@@ -13,6 +13,6 @@ KIND = QueueKind(
     setup=lazy(__name__, "build", "setup_queues"),
     check=lazy(__name__, "check", "check_queues"),
     settings=(CloudTasksSettings, GooglePushSettings),
-    settings_checks=(check_cloudtasks_settings,),
+    settings_checks=(lazy(__name__, "settings_checks", "check_cloudtasks_settings"),),
     extra="gcp",
 )

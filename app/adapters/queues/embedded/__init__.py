@@ -3,12 +3,7 @@ pushed by a dispatcher (``dispatcher``) over HTTP through a signing client (``pu
 in process. It pushes as Infrai does, so Infrai's push format reads it."""
 
 from ..kind import QueueKind, lazy
-from .settings import (
-    EmbeddedQueueSettings,
-    check_embedded_push_timeout,
-    check_embedded_retries,
-    check_embedded_visibility,
-)
+from .settings import EmbeddedQueueSettings
 
 KIND = QueueKind(
     name="embedded",
@@ -17,8 +12,8 @@ KIND = QueueKind(
     push_format=lazy("app.adapters.queues", "infrai.build", "build_infrai_push_format"),
     settings=(EmbeddedQueueSettings,),
     settings_checks=(
-        check_embedded_retries,
-        check_embedded_push_timeout,
-        check_embedded_visibility,
+        lazy(__name__, "settings_checks", "check_embedded_retries"),
+        lazy(__name__, "settings_checks", "check_embedded_push_timeout"),
+        lazy(__name__, "settings_checks", "check_embedded_visibility"),
     ),
 )

@@ -4,7 +4,7 @@ API client (``api``), the push format, the pull consumer, and the ``setup-infrai
 itself (they have options of their own: a dry run, a recorded discovery file)."""
 
 from ..kind import QueueKind, lazy
-from .settings import InfraiSettings, check_infrai_settings
+from .settings import InfraiSettings
 
 KIND = QueueKind(
     name="infrai",
@@ -13,5 +13,5 @@ KIND = QueueKind(
     push_format=lazy(__name__, "build", "build_infrai_push_format"),
     consumer=lazy(__name__, "build", "build_consumer"),
     settings=(InfraiSettings,),
-    settings_checks=(check_infrai_settings,),
+    settings_checks=(lazy(__name__, "settings_checks", "check_infrai_settings"),),
 )

@@ -8,13 +8,10 @@ here, with the most common client behaviour as the default.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-if TYPE_CHECKING:
-    from app.settings import Settings
 
 
 class InfraiSettings(BaseSettings):
@@ -67,30 +64,3 @@ class InfraiSettings(BaseSettings):
         """The visibility timeout to request: configured, else twice the lease."""
         value = self.visibility_timeout_seconds or 2 * lease_seconds
         return int(value) if value == int(value) else int(value) + 1
-
-
-def check_infrai_settings(settings: Settings) -> None:
-    """Refuse Infrai settings that would lose or double-process messages."""
-    # Imported here: the settings package imports this module while it loads.
-    from app.settings.secrets import refuse_placeholder
-
-    infrai, delivery_seconds = settings.infrai, settings.delivery_seconds
-    if infrai.visibility_timeout_seconds is not None and (
-        infrai.visibility_timeout_seconds <= delivery_seconds
-    ):
-        raise ValueError(
-            "REMINDERS_INFRAI_VISIBILITY_TIMEOUT_SECONDS must exceed "
-            f"REMINDERS_PROVIDER_TIMEOUT_SECONDS + REMINDERS_LEASE_SECONDS, {delivery_seconds:g} "
-            "s: a pulled message must not reappear while its send may still be finalizing"
-        )
-    if "infrai" not in settings.queue_kinds_in_use and settings.queue != "infrai":
-        return
-    if infrai.queue_max_retries <= settings.max_attempts:
-        raise ValueError(
-            "REMINDERS_INFRAI_QUEUE_MAX_RETRIES must exceed REMINDERS_MAX_ATTEMPTS: our own "
-            "dead-letter set must catch exhausted sends before Infrai's DLQ does"
-        )
-    if not settings.dev_mode:
-        refuse_placeholder(
-            "REMINDERS_INFRAI_API_KEY", infrai.api_key, context="REMINDERS_QUEUE=infrai"
-        )

@@ -3,7 +3,7 @@ publisher, push format (OIDC or a token parameter), setup and check."""
 
 from ..google_settings import GooglePushSettings
 from ..kind import QueueKind, lazy
-from .settings import PubSubSettings, check_pubsub_settings
+from .settings import PubSubSettings
 
 KIND = QueueKind(
     name="pubsub",
@@ -13,6 +13,6 @@ KIND = QueueKind(
     setup=lazy(__name__, "build", "setup_topics"),
     check=lazy(__name__, "check", "check_subscriptions"),
     settings=(PubSubSettings, GooglePushSettings),
-    settings_checks=(check_pubsub_settings,),
+    settings_checks=(lazy(__name__, "settings_checks", "check_pubsub_settings"),),
     extra="gcp",
 )

@@ -4,13 +4,8 @@ the topics live and the push subscriptions ``reminders setup`` writes. Push chec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-if TYPE_CHECKING:
-    from app.settings import Settings
 
 
 class PubSubSettings(BaseSettings):
@@ -26,22 +21,3 @@ class PubSubSettings(BaseSettings):
     max_delivery_attempts: int = Field(default=100, ge=5, le=100)
     dead_letter_suffix: str = "-dead"
     subscription_suffix: str = "-push"
-
-
-def check_pubsub_settings(settings: Settings) -> None:
-    """Refuse Pub/Sub settings that cannot work or would let it give up before us."""
-    if "pubsub" not in settings.queue_kinds_in_use:
-        return
-    pubsub = settings.pubsub
-    if not pubsub.project:
-        raise ValueError("REMINDERS_PUBSUB_PROJECT is required for the pubsub queue")
-    if pubsub.max_delivery_attempts <= settings.max_attempts:
-        raise ValueError(
-            "REMINDERS_PUBSUB_MAX_DELIVERY_ATTEMPTS must exceed REMINDERS_MAX_ATTEMPTS: "
-            "our busy answers count as Pub/Sub delivery attempts"
-        )
-    if pubsub.ack_deadline_seconds <= settings.provider_timeout_seconds:
-        raise ValueError(
-            "REMINDERS_PUBSUB_ACK_DEADLINE_SECONDS must exceed "
-            "REMINDERS_PROVIDER_TIMEOUT_SECONDS, or Pub/Sub redelivers during a send"
-        )

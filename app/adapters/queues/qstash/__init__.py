@@ -2,7 +2,7 @@
 each queue's own URL, so one push format per queue)."""
 
 from ..kind import QueueKind, lazy
-from .settings import QStashSettings, check_qstash_settings
+from .settings import QStashSettings
 
 KIND = QueueKind(
     name="qstash",
@@ -10,5 +10,5 @@ KIND = QueueKind(
     publisher=lazy(__name__, "build", "build_qstash_publisher"),
     push_format_for=lazy(__name__, "build", "build_qstash_push_format_for"),
     settings=(QStashSettings,),
-    settings_checks=(check_qstash_settings,),
+    settings_checks=(lazy(__name__, "settings_checks", "check_qstash_settings"),),
 )

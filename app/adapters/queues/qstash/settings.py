@@ -4,14 +4,8 @@ ceiling."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-if TYPE_CHECKING:
-    from app.settings import Settings
-
 
 QSTASH_URL = "https://qstash.upstash.io"
 
@@ -33,14 +27,3 @@ class QStashSettings(BaseSettings):
         """Current key first, then next (rotation); empty ones left out."""
         keys = (self.current_signing_key, self.next_signing_key)
         return [key.get_secret_value().encode() for key in keys if key.get_secret_value()]
-
-
-def check_qstash_settings(settings: Settings) -> None:
-    """A publish token and a signing key are set."""
-    if "qstash" not in settings.queue_kinds_in_use:
-        return
-    qstash = settings.qstash
-    if not qstash.token.get_secret_value():
-        raise ValueError("REMINDERS_QSTASH_TOKEN is required with the qstash queue")
-    if not qstash.signing_keys():
-        raise ValueError("REMINDERS_QSTASH_CURRENT_SIGNING_KEY is required")

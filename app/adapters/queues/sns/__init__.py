@@ -2,7 +2,7 @@
 (SNS's signed envelope and subscription handshake)."""
 
 from ..kind import QueueKind, lazy
-from .settings import SnsSettings, check_sns_settings
+from .settings import SnsSettings
 
 KIND = QueueKind(
     name="sns",
@@ -10,6 +10,6 @@ KIND = QueueKind(
     publisher=lazy(__name__, "build", "build_sns_publisher"),
     push_format=lazy(__name__, "build", "build_sns_push_format"),
     settings=(SnsSettings,),
-    settings_checks=(check_sns_settings,),
+    settings_checks=(lazy(__name__, "settings_checks", "check_sns_settings"),),
     extra="aws",
 )

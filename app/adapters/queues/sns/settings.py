@@ -4,13 +4,10 @@ verified."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-
-if TYPE_CHECKING:
-    from app.settings import Settings
 
 
 class SnsSettings(BaseSettings):
@@ -50,16 +47,3 @@ class SnsSettings(BaseSettings):
         first = next(iter(self.topic_arns.values()), "")
         parts = first.split(":")
         return parts[3] if len(parts) > 3 else ""
-
-
-def check_sns_settings(settings: Settings) -> None:
-    """Every SNS queue has a topic, and a region is known."""
-    if "sns" not in settings.queue_kinds_in_use:
-        return
-    sns = settings.sns
-    sns_queues = {queue for queue, kind in settings.queue_kinds.items() if kind == "sns"}
-    missing = sorted(queue for queue in sns_queues if queue not in sns.topic_arns)
-    if missing:
-        raise ValueError(f"REMINDERS_SNS_TOPIC_ARNS has no topic for queue(s) {missing}")
-    if not sns.region_name():
-        raise ValueError("REMINDERS_SNS_REGION is empty and the topic ARNs name none")

@@ -5,7 +5,7 @@ aiobotocore is imported on the first call (``build``), so nothing here needs the
 """
 
 from ..kind import QueueKind, lazy
-from .settings import SqsSettings, check_sqs_settings
+from .settings import SqsSettings
 
 KIND = QueueKind(
     name="sqs",
@@ -14,6 +14,6 @@ KIND = QueueKind(
     consumer=lazy(__name__, "build", "build_sqs_consumer"),
     setup=lazy(__name__, "build", "setup_queues"),
     settings=(SqsSettings,),
-    settings_checks=(check_sqs_settings,),
+    settings_checks=(lazy(__name__, "settings_checks", "check_sqs_settings"),),
     extra="aws",
 )

@@ -7,13 +7,10 @@ role) unless given here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-
-if TYPE_CHECKING:
-    from app.settings import Settings
 
 
 class SqsSettings(BaseSettings):
@@ -41,13 +38,3 @@ class SqsSettings(BaseSettings):
                 raise ValueError(f"REMINDERS_SQS_QUEUE_URLS: {pair!r} is not queue=https://…")
             urls[queue.strip()] = url.strip()
         return urls
-
-
-def check_sqs_settings(settings: Settings) -> None:
-    """SQS must keep redelivering until our own ledger gives up (and records a dead letter)."""
-    in_use = "sqs" in settings.queue_kinds_in_use
-    if in_use and settings.sqs.max_receive_count <= settings.max_attempts:
-        raise ValueError(
-            "REMINDERS_SQS_MAX_RECEIVE_COUNT must be above REMINDERS_MAX_ATTEMPTS "
-            "so SQS never moves a message to its DLQ that our ledger would still retry"
-        )
