@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from app.adapters.queues.consumers import build_consumer
+from app.adapters.queues.kinds import KINDS_BY_NAME
 from app.cli.common import command_container, fail, load_settings
 from app.domain.errors import ConfigError
 from app.domain.retry import BackoffPolicy
@@ -36,9 +37,11 @@ def worker_command(
     settings = load_settings()
     queues = tuple(queue or sorted(set(settings.channel_queues.values())))
     kind = queue_kind(settings, queues)
-    if kind == "infrai" and not settings.infrai.api_key.get_secret_value():
-        fail("REMINDERS_INFRAI_API_KEY is not set")
-    stats = asyncio.run(_run_worker(settings, kind, queues))
+    try:
+        config = worker_config(settings, kind, queues)
+    except ConfigError as error:
+        fail(str(error))
+    stats = asyncio.run(_run_worker(settings, kind, config))
     console.print(
         f"worker stopped: {stats.deliveries} deliveries, {stats.acked} acked, "
         f"{stats.nacked} nacked, {stats.given_back} given back, "
@@ -59,30 +62,22 @@ def queue_kind(settings: Settings, queues: tuple[str, ...]) -> str:
 
 
 def worker_config(settings: Settings, kind: str, queues: tuple[str, ...]) -> PullWorkerConfig:
-    """The worker loop's configuration from the settings."""
-    worker, infrai = settings.worker, settings.infrai
-    infrai_knobs = {
-        "max_messages": infrai.worker_max_messages,
-        "visibility_timeout": infrai.visibility_timeout(settings.lease_seconds),
-        "idle_backoff": BackoffPolicy(
-            infrai.worker_idle_min_seconds,
-            infrai.worker_idle_max_seconds,
-            infrai.worker_idle_min_seconds,
-        ),
-    }
+    """The worker loop's configuration: REMINDERS_WORKER_*, then what the kind sets."""
+    worker = settings.worker
     knobs = {
         "max_in_flight": worker.max_in_flight,
         "wait_seconds": worker.wait_seconds,
         "visibility_timeout": worker.visibility_timeout(settings.lease_seconds),
         "reconnect_backoff": BackoffPolicy(0.5, worker.reconnect_max_seconds, 0.5),
     }
-    if kind == "infrai":
-        knobs.update(infrai_knobs)
+    found = KINDS_BY_NAME.get(kind)
+    if found is not None and found.worker_knobs is not None:
+        knobs.update(found.worker_knobs(settings))
     return PullWorkerConfig(queues=queues, **knobs)  # type: ignore[arg-type]
 
 
-async def _run_worker(settings: Settings, kind: str, queues: tuple[str, ...]) -> WorkerStats:
-    config = worker_config(settings, kind, queues)
+async def _run_worker(settings: Settings, kind: str, config: PullWorkerConfig) -> WorkerStats:
+    queues = config.queues
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -135,3 +135,18 @@ def test_each_kind_package_imports_first_in_a_fresh_interpreter():
             timeout=60,
         )
         assert result.returncode == 0, f"{module}: {result.stderr[-600:]}"
+
+
+def test_a_pull_kind_sets_its_own_worker_knobs():
+    """``reminders worker`` takes Infrai's batch size from its kind, and refuses Infrai
+    without an API key; other kinds keep the REMINDERS_WORKER_* defaults."""
+    from app.adapters.queues.infrai.settings import InfraiSettings
+    from app.cli.worker import worker_config
+
+    infrai = InfraiSettings(api_key="k" * 40, worker_max_messages=7)
+    settings = Settings(dev_mode=True, queue="infrai", infrai=infrai)
+    assert worker_config(settings, "infrai", ("reminders",)).max_messages == 7
+    assert worker_config(settings, "sqs", ("reminders",)).max_messages != 7
+    keyless = Settings(dev_mode=True, queue="infrai")
+    with pytest.raises(ConfigError, match="REMINDERS_INFRAI_API_KEY is not set"):
+        worker_config(keyless, "infrai", ("reminders",))

@@ -55,6 +55,10 @@ class QueueKind:
     push_format: Builder | None = None
     push_format_for: Builder | None = None
     consumer: Builder | None = None
+    # ``worker_knobs(settings)``: what this pull kind sets in ``reminders worker``'s loop
+    # beyond the REMINDERS_WORKER_* defaults (a dict of its fields); raises ``ConfigError``
+    # when the kind cannot be consumed as configured.
+    worker_knobs: Builder | None = None
     setup: Builder | None = None
     check: Builder | None = None
     # The settings groups (fields of ``Settings``) this kind reads, and the checks the

@@ -12,6 +12,7 @@ KIND = QueueKind(
     publisher=lazy(__name__, "build", "build_publisher"),
     push_format=lazy(__name__, "build", "build_infrai_push_format"),
     consumer=lazy(__name__, "build", "build_consumer"),
+    worker_knobs=lazy(__name__, "build", "worker_knobs"),
     settings=(InfraiSettings,),
     settings_checks=(lazy(__name__, "settings_checks", "check_infrai_settings"),),
 )

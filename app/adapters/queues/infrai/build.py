@@ -5,8 +5,12 @@ The embedded and memory queues push exactly as Infrai does, so they use its push
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.adapters.channels.http import SharedHttp
+from app.domain.errors import ConfigError
 from app.domain.ports import PullConsumer, PushFormat, QueuePublisher
+from app.domain.retry import BackoffPolicy
 from app.settings import Settings
 
 from ..parts import QueueParts
@@ -31,6 +35,23 @@ def build_infrai_push_format(parts: QueueParts) -> PushFormat:
         tolerance_seconds=settings.push_timestamp_tolerance_seconds,
         require_timestamp=settings.push_require_timestamp,
     )
+
+
+def worker_knobs(settings: Settings) -> dict[str, Any]:
+    """``reminders worker`` on Infrai: its own batch size, visibility timeout and idle
+    backoff (Infrai answers an empty consume at once: the worker waits between polls)."""
+    infrai = settings.infrai
+    if not infrai.api_key.get_secret_value():
+        raise ConfigError("REMINDERS_INFRAI_API_KEY is not set")
+    return {
+        "max_messages": infrai.worker_max_messages,
+        "visibility_timeout": infrai.visibility_timeout(settings.lease_seconds),
+        "idle_backoff": BackoffPolicy(
+            infrai.worker_idle_min_seconds,
+            infrai.worker_idle_max_seconds,
+            infrai.worker_idle_min_seconds,
+        ),
+    }
 
 
 def build_consumer(settings: Settings, http: SharedHttp | None) -> PullConsumer:
