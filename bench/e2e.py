@@ -2,10 +2,17 @@
 
 Usage (from the repository root; PostgreSQL on 127.0.0.1)::
 
-    .venv/bin/python bench/e2e.py [--reminders 3000] [--concurrency 1,4,16,64]
+    .venv/bin/python bench/e2e.py [--reminders 3000] [--concurrency 16,64]
                                   [--mode inprocess,http,separate] [--repeat 1]
                                   [--db postgresql,sqlite] [--sweep-only]
-                                  [--baseline PATH]
+                                  [--set REMINDERS_NAME=value ...] [--baseline PATH]
+
+``reminders serve`` runs as a user runs it: every setting at its default except the ones a
+deployment must give (database URL, tokens, the outbox directory) and the ones a flag
+changes (``--concurrency`` sets ``REMINDERS_EMBEDDED_CONCURRENCY``, ``--mode`` the dispatcher's
+placement, ``--set`` anything else); the run prints the settings it changed. Nothing else
+touches the service's database while it runs: no ANALYZE, no tuning (the sweep refreshes
+the statistics it invalidates itself, see ``app/services/sweep.py``).
 
 For each database, push concurrency C (and repetition), on 127.0.0.1:
 
@@ -13,34 +20,37 @@ For each database, push concurrency C (and repetition), on 127.0.0.1:
    ``postgresql://postgres@127.0.0.1:5432/postgres``, seeded by COPY; SQLite: a file in a
    temporary directory, seeded by executemany in chunks), migrated, holding N customers
    and N ``scheduled`` email reminders due now;
-2. ``reminders serve`` (uvicorn, 1 worker, outbox provider in a temporary directory with
-   fsync off, log level WARNING, the periodic sweep off, every sweep setting at its
-   default) with ``REMINDERS_EMBEDDED_CONCURRENCY=C``. ``--mode inprocess`` (default, the
-   one-machine deployment) runs the dispatcher inside ``serve``, handing each message to
-   the receiver in the same process; ``http`` runs it inside ``serve`` but POSTing
-   ``/push/{queue}`` to itself (``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=false``);
-   ``separate`` runs ``reminders dispatch`` as a second process. Several modes
-   (comma-separated) run side by side, alternating, so a noisy machine weighs on each alike;
+2. ``reminders serve`` (uvicorn, 1 worker, the outbox provider writing to a temporary
+   directory). ``--mode inprocess`` (the default, as ``serve`` runs by default) runs the
+   dispatcher inside ``serve``, handing each message to the receiver in the same process;
+   ``http`` runs it inside ``serve`` but POSTing ``/push/{queue}`` to itself
+   (``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=false``); ``separate`` runs ``reminders
+   dispatch`` as a second process (``REMINDERS_EMBEDDED_DISPATCH_IN_SERVE=false``). Several
+   modes (comma-separated) run side by side, alternating, so a noisy machine weighs on each
+   alike;
 3. the clock starts, ``POST /cron/sweep`` is repeated until it answers ``remaining: 0`` (a
-   sweep stops at its time budget, ``REMINDERS_SWEEP_TIME_BUDGET_SECONDS``; on PostgreSQL
-   each answer is followed by ``ANALYZE`` of the queue and ledger tables, as autoanalyze
-   would on a server with autovacuum on, which this machine's is not), and the ledger is
-   polled until N rows are ``sent``; the clock stops.
+   sweep stops at its time budget, ``REMINDERS_SWEEP_TIME_BUDGET_SECONDS``; ``serve``'s own
+   periodic sweep runs too, as by default), and the ledger is polled until N rows are
+   ``sent``; the clock stops.
 
-``--sweep-only`` runs no dispatcher: the figure is the sweeps alone, from the first request
-to the last answer, and the run checks that N messages wait in the queue and N reminders
-are ``enqueued``. ``--baseline PATH`` runs every measurement a second time, alternating,
-with the code of another checkout (``PATH``, e.g. a ``git worktree`` of an older commit,
-run by this interpreter with ``PYTHONPATH=PATH``), for before/after comparisons on the
-same schema.
+``--sweep-only`` runs no dispatcher (``REMINDERS_EMBEDDED_DISPATCH_IN_SERVE=false``): the
+figure is the sweeps alone, from the first request to the last answer, and the run checks
+that N messages wait in the queue and N reminders are ``enqueued`` (``bench/sweep.py``
+times ``reminders sweep`` itself). ``--baseline PATH`` runs every measurement a second
+time, alternating, with the code of another checkout (``PATH``, e.g. a ``git worktree`` of
+an older commit, run by this interpreter with ``PYTHONPATH=PATH``), for before/after
+comparisons on the same schema.
 
 Printed per run: reminders/s (N / seconds from the first sweep request to the last ``sent``,
 or to the last sweep answer with ``--sweep-only``), the sweeps' own duration (sum of their
 requests) and count, p50/p99 of each reminder's time from the first sweep request to its
-``sent_at`` (database clock), the CPU time per reminder of ``serve`` (and ``dispatch``),
-which a shared, loaded machine distorts less than the rate, and ``serve``'s resident memory
-(VmRSS, sampled every 0.5 s): before the first sweep, the highest and the last sample. The
-run fails (exit 1) unless the ledger holds exactly one ``sent`` row per reminder and the
+``sent_at`` (database clock), CPU time per reminder in µs, which a shared, loaded machine
+distorts less than the rate: ``serve``'s user time, its system (kernel) time, the
+PostgreSQL backends serving the benchmark's database (user + system, from ``/proc``,
+sampled every 0.1 s; the server's shared background processes are not counted) and, in
+``separate`` mode, ``dispatch``'s user + system; and ``serve``'s resident memory (VmRSS,
+sampled every 0.5 s): before the first sweep, the highest and the last sample. The run
+fails (exit 1) unless the ledger holds exactly one ``sent`` row per reminder and the
 queue is empty.
 """
 
@@ -80,10 +90,60 @@ CRON_TOKEN = "bench-cron-token-8a2e6c0f4b9d7153d3e5a7"
 SQLITE_CHUNK = 20_000  # rows per executemany while seeding a SQLite file
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_split(pid))
+
+
+def postgres_backends(db_name: str) -> dict[int, float]:
+    """CPU seconds (user + system) of each PostgreSQL backend connected to ``db_name``,
+    found by its process title (``postgres: user db host(port) state``)."""
+    found: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if title.startswith("postgres: ") and f" {db_name} " in title:
+                found[int(entry.name)] = cpu_seconds(int(entry.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+@dataclass
+class BackendSampler:
+    """The CPU seconds of a database's PostgreSQL backends while a run lasts (each backend's
+    latest sample: up to 0.1 s of a backend that exits between samples is missed)."""
+
+    db_name: str | None
+    seen: dict[int, float] = field(default_factory=dict)
+    start: dict[int, float] = field(default_factory=dict)
+
+    async def run(self) -> None:
+        """Sample until cancelled (nothing to sample for SQLite)."""
+        if self.db_name is None:
+            return
+        self.seen.update(postgres_backends(self.db_name))
+        self.start = dict(self.seen)
+        while True:
+            await asyncio.sleep(0.1)
+            self.seen.update(postgres_backends(self.db_name))
+
+    def used(self) -> float | None:
+        """CPU seconds the backends used since sampling began (None: not PostgreSQL)."""
+        if self.db_name is None:
+            return None
+        return sum(cpu - self.start.get(pid, 0.0) for pid, cpu in self.seen.items())
 
 
 def rss_mb(pid: int) -> float:
@@ -163,9 +223,6 @@ class Database:
         """The database's clock (the ledger's ``sent_at`` is written by the service's)."""
         return datetime.now(UTC)
 
-    async def analyze(self) -> None:
-        """Refresh the planner's statistics (nothing by default)."""
-
     async def drop(self) -> None:
         """Remove the database."""
 
@@ -205,17 +262,6 @@ class PostgresDatabase(Database):
             records=[copy_record(reminders, row) for row in reminder_rows],
             columns=[c.name for c in reminders.columns],
         )
-        # Statistics as a live table has them: planned on the empty table's, the claim's
-        # join of a batch's ids to the table can become a scan of the table per id.
-        await self.conn.execute("ANALYZE")
-
-    async def analyze(self) -> None:
-        # What autoanalyze does on a live server after a bulk change. This machine runs
-        # PostgreSQL with autovacuum off: without it the statistics of the seeding's
-        # ANALYZE (an empty queue) stay, and the dispatcher's claim was planned as a scan
-        # and sort of every queued message (580 ms per claim, a million queued).
-        assert self.conn is not None
-        await self.conn.execute("ANALYZE queue_messages, queue_idempotency_keys, send_records")
 
     async def scalar(self, sql: str) -> Any:
         assert self.conn is not None
@@ -293,28 +339,44 @@ async def database(kind: str, args: argparse.Namespace, tmp: Path) -> AsyncItera
         await db.drop()
 
 
-def service_env(database_url: str, outbox: Path, concurrency: int, mode: str) -> dict:
-    """The service's configuration for one run (every sweep setting at its default)."""
+# What a deployment must give (secrets and tokens have no default), as the bench gives it.
+REQUIRED = {
+    "REMINDERS_PUSH_SECRETS": "bench-push-secret-5e9c3a7f1d8b2046a4c6e8",
+    "REMINDERS_API_TOKEN": "bench-api-token-4c8e2a6f0d9b7135e1a3c5",
+    "REMINDERS_CRON_TOKEN": CRON_TOKEN,
+    "REMINDERS_ADMIN_TOKEN": "bench-admin-token-1f5b9d3a7e2c6084f2b4d6",
+    "REMINDERS_METRICS_TOKEN": "bench-metrics-token-7d1b5f9a3c2e8046b4d6f8",
+}
+REQUIRED_NAMES = (*REQUIRED, "REMINDERS_DATABASE_URL", "REMINDERS_OUTBOX_DIR")
+
+
+def flag_settings(
+    mode: str, concurrency: int | None, overrides: dict[str, str], base_url: str
+) -> dict[str, str]:
+    """The settings a run changes from their defaults because a flag says so."""
+    changed = dict(overrides)
+    if concurrency is not None:
+        changed["REMINDERS_EMBEDDED_CONCURRENCY"] = str(concurrency)
+    if mode in ("separate", "sweep-only"):
+        changed["REMINDERS_EMBEDDED_DISPATCH_IN_SERVE"] = "false"
+    if mode == "http":
+        changed["REMINDERS_EMBEDDED_DELIVER_IN_PROCESS"] = "false"
+    if mode in ("http", "separate"):
+        changed["REMINDERS_EMBEDDED_PUSH_BASE_URL"] = base_url  # where to push over HTTP
+    return changed
+
+
+def service_env(database_url: str, outbox: Path, changed: dict[str, str]) -> dict:
+    """The service's environment: no REMINDERS_ variable of the caller's, the required
+    settings, and the ones the flags changed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDERS_")}
-    env.update(
-        REMINDERS_DATABASE_URL=database_url,
-        REMINDERS_PUSH_SECRETS="bench-push-secret-5e9c3a7f1d8b2046a4c6e8",
-        REMINDERS_API_TOKEN="bench-api-token-4c8e2a6f0d9b7135e1a3c5",
-        REMINDERS_CRON_TOKEN=CRON_TOKEN,
-        REMINDERS_ADMIN_TOKEN="bench-admin-token-1f5b9d3a7e2c6084f2b4d6",
-        REMINDERS_METRICS_TOKEN="bench-metrics-token-7d1b5f9a3c2e8046b4d6f8",
-        REMINDERS_OUTBOX_DIR=str(outbox),
-        REMINDERS_OUTBOX_FSYNC="false",
-        REMINDERS_LOG_LEVEL="WARNING",
-        REMINDERS_QUEUE="embedded",
-        REMINDERS_EMBEDDED_SWEEP_INTERVAL_SECONDS="0",
-        REMINDERS_EMBEDDED_POLL_INTERVAL_SECONDS="0.05",
-        REMINDERS_EMBEDDED_CONCURRENCY=str(concurrency),
-        REMINDERS_EMBEDDED_BATCH_SIZE=str(max(64, 4 * concurrency)),
-        REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="true" if mode in ("inprocess", "http") else "false",
-        REMINDERS_EMBEDDED_DELIVER_IN_PROCESS="true" if mode == "inprocess" else "false",
-    )
-    return env
+    return {
+        **env,
+        **REQUIRED,
+        "REMINDERS_DATABASE_URL": database_url,
+        "REMINDERS_OUTBOX_DIR": str(outbox),
+        **changed,
+    }
 
 
 async def wait_healthy(base_url: str, process: subprocess.Popen, timeout: float = 60) -> None:
@@ -351,10 +413,10 @@ class MemorySampler:
         return self.samples[0], max(self.samples), self.samples[-1]
 
 
-async def sweep_until_done(db: Database, base_url: str, count: int) -> tuple[float, int]:
+async def sweep_until_done(db: Database, base_url: str) -> tuple[float, int]:
     """``POST /cron/sweep`` until nothing is left; the requests' total seconds and count.
-    After each sweep the database's statistics are refreshed (``Database.analyze``)."""
-    seconds, sweeps, enqueued = 0.0, 0, 0
+    (``serve``'s periodic sweep may take part of the work: the run checks the rows.)"""
+    seconds, sweeps = 0.0, 0
     async with httpx.AsyncClient(timeout=900) as client:
         while True:
             started = time.perf_counter()
@@ -365,12 +427,11 @@ async def sweep_until_done(db: Database, base_url: str, count: int) -> tuple[flo
             sweeps += 1
             if swept.status_code != 200:
                 raise SystemExit(f"sweep answered {swept.status_code}: {swept.text}")
-            enqueued += swept.json()["enqueued"]
-            await db.analyze()
             if swept.json()["remaining"] == 0:
                 break
-    if enqueued != count:
-        raise SystemExit(f"the sweeps enqueued {enqueued} of {count} reminders")
+    left = await db.scalar("SELECT count(*) FROM reminders WHERE state = 'scheduled'")
+    if left:
+        raise SystemExit(f"the sweeps left {left} reminders scheduled")
     return seconds, sweeps
 
 
@@ -379,7 +440,7 @@ async def measure(db: Database, base_url: str, count: int, sweep_only: bool) -> 
     sent; a large run polls once a second, as counting a million rows costs the database."""
     swept_at = await db.now()
     started = time.perf_counter()
-    sweep_seconds, sweeps = await sweep_until_done(db, base_url, count)
+    sweep_seconds, sweeps = await sweep_until_done(db, base_url)
     result: dict[str, Any] = {"sweep": sweep_seconds, "sweeps": sweeps}
     if sweep_only:
         result.update(rate=count / sweep_seconds, elapsed=time.perf_counter() - started)
@@ -459,7 +520,7 @@ class Run:
 
     db: str
     mode: str  # inprocess, http, separate or sweep-only
-    concurrency: int
+    concurrency: int | None  # None: the default
     code: Path
     label: str  # "this" or "baseline"
 
@@ -471,26 +532,38 @@ async def run_once(args: argparse.Namespace, run: Run) -> dict[str, Any]:
             await db.seed(args.reminders)
             port = free_port()
             base_url = f"http://127.0.0.1:{port}"
-            env = service_env(db.url, Path(tmp) / "outbox", run.concurrency, run.mode)
-            env["REMINDERS_EMBEDDED_PUSH_BASE_URL"] = base_url
+            changed = flag_settings(run.mode, run.concurrency, args.overrides, base_url)
+            env = service_env(db.url, Path(tmp) / "outbox", changed)
             processes = start_service(env, port, Path(tmp) / "service.log", run.mode, run.code)
             sampler = MemorySampler(processes[0].pid)
-            sampling = None
+            backends = BackendSampler(getattr(db, "db_name", None))
+            tasks: list[asyncio.Task[None]] = []
             try:
                 await wait_healthy(base_url, processes[0])
-                before = [cpu_seconds(p.pid) for p in processes]
-                sampling = asyncio.create_task(sampler.run())
-                await asyncio.sleep(0)  # the first sample: before the first sweep
+                serve_before = cpu_split(processes[0].pid)
+                before = [cpu_seconds(p.pid) for p in processes[1:]]
+                tasks = [asyncio.create_task(sampler.run()), asyncio.create_task(backends.run())]
+                await asyncio.sleep(0)  # the first samples: before the first sweep
                 result = await measure(db, base_url, args.reminders, run.mode == "sweep-only")
-                used = [cpu_seconds(p.pid) - b for p, b in zip(processes, before, strict=True)]
+                serve_after = cpu_split(processes[0].pid)
+                used = [cpu_seconds(p.pid) - b for p, b in zip(processes[1:], before, strict=True)]
+                await asyncio.sleep(0.2)  # the backends' last moments
             finally:
-                if sampling is not None:
-                    sampling.cancel()
+                for task in tasks:
+                    task.cancel()
                 for process in processes:
                     process.terminate()
                     process.wait(30)
-            result["cpu_ms"] = [1000 * u / args.reminders for u in used]
+            per = 1e6 / args.reminders
+            database_cpu = backends.used()
+            result["cpu_us"] = [
+                (serve_after[0] - serve_before[0]) * per,
+                (serve_after[1] - serve_before[1]) * per,
+                None if database_cpu is None else database_cpu * per,
+                *(u * per for u in used),
+            ]
             result["rss"] = sampler.summary()
+            result["changed"] = changed
             return result
 
 
@@ -498,7 +571,17 @@ async def main() -> None:
     """Parse arguments, run every combination, print a table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reminders", type=int, default=3000)
-    parser.add_argument("--concurrency", default="1,4,16,64")
+    parser.add_argument(
+        "--concurrency", default="", help="REMINDERS_EMBEDDED_CONCURRENCY values (default: its)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="REMINDERS_NAME=value",
+        help="change one more setting from its default (repeatable)",
+    )
     parser.add_argument("--mode", default="inprocess", help="inprocess, http, separate; a list")
     parser.add_argument("--db", default="postgresql", help="postgresql, sqlite; a list")
     parser.add_argument("--sweep-only", action="store_true", help="no dispatcher: time sweeps")
@@ -509,17 +592,24 @@ async def main() -> None:
     modes = ["sweep-only"] if args.sweep_only else args.mode.split(",")
     if not set(modes) <= {"inprocess", "http", "separate", "sweep-only"}:
         parser.error("--mode: inprocess, http or separate (comma-separated)")
+    args.overrides = dict(item.split("=", 1) for item in args.settings)
+    if any(not name.startswith("REMINDERS_") for name in args.overrides):
+        parser.error("--set: REMINDERS_NAME=value")
     databases = args.db.split(",")
     if not set(databases) <= {"postgresql", "sqlite"}:
         parser.error("--db: postgresql or sqlite (comma-separated)")
     codes = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
-    print(f"{args.reminders} reminders, outbox (no fsync)")
+    print(
+        f"{args.reminders} reminders; settings given as a deployment must: "
+        f"{', '.join(sorted(REQUIRED_NAMES))}; changed by flags: see each row"
+    )
     print(f"{'db':>10} {'code':>8} {'mode':>10} {'conc.':>5} {'reminders/s':>11} {'total s':>8} "
           f"{'sweep s':>8} {'sweeps':>6} {'p50 s':>7} {'p99 s':>7} "
-          f"{'RSS MB first/max/last':>22}  CPU ms/reminder (serve[, dispatch])")  # fmt: skip
+          f"{'RSS MB first/max/last':>22}  CPU µs/reminder: serve user, kernel, PostgreSQL"
+          f"[, dispatch]; settings changed by flags")  # fmt: skip
     for db in databases:
         # Without a dispatcher the push concurrency changes nothing: one run per database.
-        concurrencies = [int(c) for c in args.concurrency.split(",")]
+        concurrencies = [int(c) for c in args.concurrency.split(",") if c] or [None]
         for concurrency in concurrencies[:1] if args.sweep_only else concurrencies:
             for _ in range(args.repeat):
                 for mode in modes:
@@ -535,10 +625,13 @@ async def report_run(args: argparse.Namespace, run: Run) -> None:
         f"{result['p50']:>7.2f} {result['p99']:>7.2f}" if "p50" in result else f"{'-':>7} {'-':>7}"
     )
     print(
-        f"{run.db:>10} {run.label:>8} {run.mode:>10} {run.concurrency:>5} {result['rate']:>11.0f} "
+        f"{run.db:>10} {run.label:>8} {run.mode:>10} {run.concurrency or 'dflt':>5} "
+        f"{result['rate']:>11.0f} "
         f"{result['elapsed']:>8.2f} {result['sweep']:>8.2f} {result['sweeps']:>6} {latency} "
         f"{f'{first:.0f}/{peak:.0f}/{last:.0f}':>22}  "
-        + ", ".join(f"{ms:.2f}" for ms in result["cpu_ms"]),
+        + ", ".join("-" if us is None else f"{us:.0f}" for us in result["cpu_us"])
+        + "; "
+        + (" ".join(f"{k}={v}" for k, v in sorted(result["changed"].items())) or "none"),
         flush=True,
     )
 

@@ -18,19 +18,25 @@ from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db import reminders_repo
+from app.db import reminders_repo, sweep_repo
 from app.db.dialects import plan_for_these_arrays
 from app.db.reminders_repo import DueReminder
 from app.domain.errors import PublishError
 from app.domain.messages import DeliveryPayload, OutgoingMessage, idempotency_key
 from app.domain.ports import QueuePublisher
-from app.domain.queueing import horizon_end
+from app.domain.queueing import DEDUP_WINDOW, RETENTION, check_publishable, horizon_end
 from app.observability.tracing import current_traceparent, root_span, traced, tracing_enabled
 from app.services.catchup import CatchUpLimits, catch_up_lost_messages
 from app.services.materialize import materialize_schedules
+from app.services.reminders import RECIPIENT_FIELDS
 from app.services.retention import PurgeReport, RetentionPolicy, purge
 
 log = logging.getLogger("reminders.sweep")
+# PostgreSQL: after a sweep that queued this many messages, the tables it changed are
+# analyzed (a second or less). Plans made with the statistics of an empty queue scan and sort
+# every queued message per dispatcher claim; a server with autovacuum on refreshes them on its
+# own sooner or later, this makes it "now" for the sweep that caused the change.
+ANALYZE_AFTER = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,8 @@ class SweepLimits:
 class SameDatabasePublisher(QueuePublisher, Protocol):
     """A queue kept in a database (the embedded queue): when it is the sweep's own, the
     messages and the mark that they were published commit in one transaction."""
+
+    max_retries: int
 
     def shares_database(self, engine: AsyncEngine) -> bool: ...
 
@@ -151,7 +159,11 @@ async def sweep(
     while monotonic() - started < limits.time_budget_seconds:
         now = clock()
         try:
-            if shared is not None:
+            if shared is not None and not tracing_enabled():
+                swept = await _sweep_batch_in_database(
+                    engine, shared, now=now, limits=limits, queue_for=queue_for
+                )
+            elif shared is not None:
                 swept = await _sweep_batch_in_one_transaction(
                     engine, shared, now=now, limits=limits, queue_for=queue_for, clock=clock
                 )
@@ -167,6 +179,9 @@ async def sweep(
         messages += swept.messages
         if swept.reminders < limits.batch_size:
             break
+    if shared is not None and messages >= ANALYZE_AFTER:
+        async with engine.begin() as conn:
+            await sweep_repo.refresh_statistics(conn)
     republished = 0
     if error is None and monotonic() - started < limits.time_budget_seconds:
         try:
@@ -251,6 +266,39 @@ async def _sweep_batch(
     async with engine.begin() as conn:
         await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
     return _Swept(len(batch), len(flat))
+
+
+async def _sweep_batch_in_database(
+    engine: AsyncEngine,
+    publisher: SameDatabasePublisher,
+    *,
+    now: datetime,
+    limits: SweepLimits,
+    queue_for: Callable[[str], str],
+) -> _Swept:
+    """Move a batch of due reminders into the queue's table with statements run by the
+    database (``sweep_repo``): no row comes into Python. Each channel's queue is checked
+    against the queue's limits first (a refusal stores nothing); ids, delays and keys are
+    within them by construction (ids of at most 200 characters, delays clamped)."""
+    queues = {channel: queue_for(channel) for channel in RECIPIENT_FIELDS}
+    for queue in set(queues.values()):
+        probe = OutgoingMessage(queue, {}, 0.0, idempotency_key("probe", "probe", 1))
+        check_publishable(probe, max_delay_seconds=publisher.max_delay_seconds)
+    async with engine.begin() as conn:
+        moved, messages = await sweep_repo.move_due_reminders(
+            conn,
+            now=now,
+            horizon_end=horizon_end(now, publisher),
+            latest=now + timedelta(seconds=publisher.max_delay_seconds),
+            window_start=now - DEDUP_WINDOW,
+            expires_at=now + RETENTION,
+            limit=limits.batch_size,
+            queues=queues,
+            max_retries=publisher.max_retries,
+        )
+    if moved:
+        publisher.notify_published()
+    return _Swept(moved, messages)
 
 
 async def _sweep_batch_in_one_transaction(

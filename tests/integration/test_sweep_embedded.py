@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
-from app.db import queue_repo, reminders_repo
+from app.db import queue_repo, reminders_repo, sweep_repo
 from app.domain.errors import PublishError
 from app.domain.queueing import MAX_DELAY_SECONDS as SEVEN_DAYS
 from app.services import customers
@@ -90,28 +90,31 @@ async def test_big_batch_publishes_one_message_per_reminder_and_marks_them(engin
     assert woken == [1]
 
 
-async def test_crash_between_queue_insert_and_mark_leaves_nothing_and_republishes_once(
-    engine, queue, clock, monkeypatch
+@pytest.mark.parametrize("step", ["move_due_reminders", "mark_moved_sqlite"])
+async def test_crash_before_the_commit_leaves_nothing_and_republishes_once(
+    engine, queue, clock, monkeypatch, db_backend, step
 ):
-    """The process dies after the messages were inserted, before the mark: the transaction
-    takes the messages with it, the rows stay scheduled, and the sweep after the claim's
-    expiry publishes each reminder exactly once. (PostgreSQL's rows hold no claim; SQLite's
-    claim commits on its own, as pysqlite opens no transaction before a ``WITH ... UPDATE``.)"""
+    """The process dies after the messages were inserted, before the commit (after the one
+    statement on PostgreSQL; on SQLite also between its message and mark statements): the
+    transaction takes the messages with it, the rows stay scheduled with no claim, and the
+    next sweep publishes each reminder exactly once."""
+    if step == "mark_moved_sqlite" and db_backend != "sqlite":
+        pytest.skip("PostgreSQL moves a batch in one statement")
     await add_due_reminders(engine, clock, 3000)
-    mark = reminders_repo.mark_enqueued
+    original = getattr(sweep_repo, step)
 
-    async def die(*args, **kwargs):
-        assert len(await queue_repo.list_messages(args[0], limit=5000)) == 3000  # inserted...
-        raise RuntimeError("killed")  # ...and the process dies before the mark
+    async def die(conn, *args, **kwargs):
+        if step == "move_due_reminders":
+            await original(conn, *args, **kwargs)
+        assert len(await queue_repo.list_messages(conn, limit=5000)) == 3000  # inserted...
+        raise RuntimeError("killed")  # ...and the process dies before the commit
 
-    monkeypatch.setattr(reminders_repo, "mark_enqueued", die)
+    monkeypatch.setattr(sweep_repo, step, die)
     with pytest.raises(RuntimeError, match="killed"):
         await run(engine, queue, clock)
     assert await stored_messages(engine) == []
-    assert sum((await states(engine)).values()) == 3000
-    assert {state for state, _ in await states(engine)} == {"scheduled"}
-    monkeypatch.setattr(reminders_repo, "mark_enqueued", mark)
-    clock.advance(seconds=120)
+    assert await states(engine) == {("scheduled", True): 3000}
+    monkeypatch.setattr(sweep_repo, step, original)
     report = await run(engine, queue, clock)
     assert (report.enqueued, report.remaining) == (3000, 0)
     keys = [m["idempotency_key"] for m in await stored_messages(engine)]
