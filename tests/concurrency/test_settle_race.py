@@ -21,8 +21,8 @@ from app.db.tables import reminders, send_records
 from app.domain.ledger import LedgerKey
 from app.domain.messages import ReminderView
 from app.domain.states import SendState
-from tests.integration.test_ledger_gateways import engine, gateway
 from tests.support.flow import API
+from tests.support.ledger_gateways import engine, gateway
 from tests.support.ledger_states import seed_enqueued
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
