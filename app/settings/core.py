@@ -292,6 +292,11 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
         queues = self.channel_queues
         return {queues[channel]: kind for channel, kind in self.channel_queue_kinds.items()}
 
+    def queues_of_kind(self, kind: str) -> list[str]:
+        """The configured queue names of one kind, sorted (what its setup, check and
+        publisher cover)."""
+        return sorted(queue for queue, its_kind in self.queue_kinds.items() if its_kind == kind)
+
     @property
     def queue_kinds_in_use(self) -> set[str]:
         """The queue kinds some channel uses."""

@@ -67,7 +67,7 @@ def cloudtasks_retry_plan(settings: Settings) -> CloudTasksRetryPlan:
 
 async def setup_queues(settings: Settings, http: SharedHttp) -> list[SetupAction]:
     """Create (or align) a Cloud Tasks queue for every queue name of this kind."""
-    queues = sorted(q for q, k in settings.queue_kinds.items() if k == "cloudtasks")
+    queues = settings.queues_of_kind("cloudtasks")
     parts = QueueParts(settings, http=http)
     client = cloudtasks_client_factory(os.environ.get(CLOUD_TASKS_EMULATOR) or None)()
     try:

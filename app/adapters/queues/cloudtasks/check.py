@@ -19,7 +19,7 @@ from .publisher import cloudtasks_client_factory
 
 async def check_queues(settings: Settings, http: SharedHttp) -> list[CheckResult]:
     """One result per Cloud Tasks queue."""
-    queues = sorted(q for q, k in settings.queue_kinds.items() if k == "cloudtasks")
+    queues = settings.queues_of_kind("cloudtasks")
     parts = QueueParts(settings, http=http)
     client = cloudtasks_client_factory(os.environ.get(CLOUD_TASKS_EMULATOR) or None)()
     try:

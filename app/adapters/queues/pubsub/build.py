@@ -61,7 +61,7 @@ def pubsub_subscription_plan(settings: Settings) -> PubSubSubscriptionPlan:
 
 async def setup_topics(settings: Settings, http: SharedHttp) -> list[SetupAction]:
     """Create (or align) the topic, dead-letter topic and push subscription of every queue."""
-    queues = sorted(q for q, k in settings.queue_kinds.items() if k == "pubsub")
+    queues = settings.queues_of_kind("pubsub")
     parts = QueueParts(settings, http=http)
     try:
         return await setup_pubsub(pubsub_api(parts), queues, pubsub_subscription_plan(settings))

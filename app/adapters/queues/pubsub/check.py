@@ -21,7 +21,7 @@ from .setup import subscription_body
 
 async def check_subscriptions(settings: Settings, http: SharedHttp) -> list[CheckResult]:
     """One result per Pub/Sub queue."""
-    queues = sorted(q for q, k in settings.queue_kinds.items() if k == "pubsub")
+    queues = settings.queues_of_kind("pubsub")
     parts = QueueParts(settings, http=http)
     return [await _check_subscription(parts, queue) for queue in queues]
 

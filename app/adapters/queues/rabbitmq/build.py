@@ -46,7 +46,7 @@ async def setup_topology(settings: Settings, http: SharedHttp | None = None) -> 
     """Declare the topology of every RabbitMQ queue (``reminders setup --queue rabbitmq``)."""
     from .setup import declare_topology
 
-    queues = sorted(q for q, kind in settings.queue_kinds.items() if kind == "rabbitmq")
+    queues = settings.queues_of_kind("rabbitmq")
     rabbit = settings.rabbitmq
     return await declare_topology(
         rabbit.url.get_secret_value(),

@@ -14,8 +14,7 @@ def check_sns_settings(settings: Settings) -> None:
     if "sns" not in settings.queue_kinds_in_use:
         return
     sns = settings.sns
-    sns_queues = {queue for queue, kind in settings.queue_kinds.items() if kind == "sns"}
-    missing = sorted(queue for queue in sns_queues if queue not in sns.topic_arns)
+    missing = [q for q in settings.queues_of_kind("sns") if q not in sns.topic_arns]
     if missing:
         raise ValueError(f"REMINDERS_SNS_TOPIC_ARNS has no topic for queue(s) {missing}")
     if not sns.region_name():

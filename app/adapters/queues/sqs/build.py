@@ -33,7 +33,7 @@ def build_sqs_publisher(parts: QueueParts) -> QueuePublisher:
     from .publisher import SqsPublisher
 
     settings = parts.settings
-    queues = [q for q, kind in settings.queue_kinds.items() if kind == "sqs"]
+    queues = settings.queues_of_kind("sqs")
     return SqsPublisher(sqs_client(settings), fifo=any(is_fifo(q) for q in queues))
 
 
@@ -48,7 +48,7 @@ async def setup_queues(settings: Settings, http: SharedHttp | None = None) -> Se
     """Each SQS queue and its DLQ with a redrive policy (``reminders setup --queue sqs``)."""
     from .setup import create_queues
 
-    queues = sorted(q for q, kind in settings.queue_kinds.items() if kind == "sqs")
+    queues = settings.queues_of_kind("sqs")
     client = sqs_client(settings)
     try:
         return list(
