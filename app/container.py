@@ -114,9 +114,11 @@ def build_container(
     readiness_engine = create_engine(settings.database_url, pool_size=budget.readiness)
     http = SharedHttp(max_connections=settings.http_max_connections)
     renderer = Renderer(settings.templates_dir, unsubscribe_links=_unsubscribe_links(settings))
-    chains = instrument_chains(build_chains(settings, http=http))
+    built = build_chains(settings, http=http)
+    # The registration check needs the webhook provider itself, not its metrics wrapper.
+    webhook = built["webhook"][0] if "webhook" in built else None
+    chains = instrument_chains(built)
     providers = {channel: chain[0] for channel, chain in chains.items()}
-    webhook = providers.get("webhook")
     failover = {channel: chain for channel, chain in chains.items() if len(chain) > 1}
     receiver = Receiver(
         ledger=ledger_for(
