@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -12,21 +13,40 @@ from app.domain.suppression import Suppression
 from . import suppressions_repo
 from .engine import autocommit
 from .ledger.core import connection_failures_as_unavailable
+from .ledger.group_commit import GroupCommit
 
 
 class DbSuppressionList(SuppressionList):
-    """One statement per call, in autocommit: nothing is held while a provider is called."""
+    """Short statements in autocommit: nothing is held while a provider is called.
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    Every email send asks ``reason_for`` right before its provider call, so under load many
+    deliveries ask at once: their addresses are looked up together, one statement for all
+    that queued meanwhile (``GroupCommit``), instead of a pool checkout and a round trip
+    each. A caller still gets its answer from a statement that began after it asked.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, lookups_in_flight: int = 2) -> None:
         self.engine = engine
         self.autocommit = autocommit(engine)
+        self._lookups: GroupCommit[str, str | None] = GroupCommit(
+            self._reasons, key=lambda email: email, max_in_flight=lookups_in_flight
+        )
+
+    @property
+    def lookup_statements(self) -> int:
+        """How many lookup statements ran (tests and benchmarks read it)."""
+        return self._lookups.statements
 
     async def reason_for(self, email: str) -> str | None:
         """Why a normalized address is suppressed, or None."""
+        return await self._lookups.submit(email)
+
+    async def _reasons(self, emails: Sequence[str]) -> list[str | None]:
         # An unreachable database is LedgerUnavailable, as for the ledger's own reads: the
         # delivery is answered "retry", never 500.
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await suppressions_repo.reason_for(conn, email)
+            found = await suppressions_repo.reasons_for(conn, emails)
+        return [found.get(email) for email in emails]
 
     async def suppress(self, entry: Suppression, *, now: datetime) -> bool:
         """Add (or strengthen) one suppression in its own transaction."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +44,12 @@ async def add_suppression(conn: AsyncConnection, entry: Suppression, *, now: dat
 async def reason_for(conn: AsyncConnection, email: str) -> str | None:
     """The reason a normalized address is suppressed, or None."""
     return await conn.scalar(select(s.c.reason).where(s.c.email == email))
+
+
+async def reasons_for(conn: AsyncConnection, emails: Sequence[str]) -> dict[str, str]:
+    """The reasons of those normalized addresses that are suppressed (one statement)."""
+    rows = await conn.execute(select(s.c.email, s.c.reason).where(s.c.email.in_(list(emails))))
+    return {email: reason for email, reason in rows}
 
 
 async def get_suppression(conn: AsyncConnection, email: str) -> dict[str, Any] | None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import socket
 
 from app.adapters.channels.smtp import SmtpProvider
+from app.db.engine import create_engine
 from app.db.suppressions import DbSuppressionList
+from app.domain.errors import LedgerUnavailable
 from app.domain.suppression import Suppression, SuppressionReason
 from tests.support.channel_servers import smtp_server
 from tests.support.dead_letters import ADMIN, publish_reminder
@@ -58,6 +62,22 @@ async def test_a_stronger_reason_replaces_a_weaker_one(container):
         Suppression(address, SuppressionReason.HARD_BOUNCE, source="ses"), now=now
     )
     assert await suppressions.reason_for(address) == "complaint"
+
+
+async def test_concurrent_lookups_share_statements_and_each_gets_its_own_answer(container):
+    """Forty sends asking at once: each hears about its own address only (a suppressed
+    one and a clean one alike, a repeated address too), in a handful of statements."""
+    suppressions = DbSuppressionList(container.engine)
+    now = container.clock()
+    for n in range(0, 40, 3):
+        await suppressions.suppress(
+            Suppression(f"u{n}@example.com", SuppressionReason.HARD_BOUNCE, source="ses"), now=now
+        )
+    asked = [f"u{n}@example.com" for n in range(40)] + ["u3@example.com", "u4@example.com"]
+    answers = await asyncio.gather(*(suppressions.reason_for(email) for email in asked))
+    expected = ["hard_bounce" if int(email[1:].split("@")[0]) % 3 == 0 else None for email in asked]
+    assert answers == expected
+    assert suppressions.lookup_statements < 10
 
 
 async def test_the_list_pages_by_keyset_and_filters(client, container):
@@ -144,3 +164,20 @@ async def test_metrics_show_suppressions_and_rates(client):
     assert 'reminders_suppressions{reason="manual"} 1.0' in text
     assert "reminders_email_bounce_rate_24h 0.0" in text
     assert "reminders_email_complaint_rate_24h 0.0" in text
+
+
+async def test_every_grouped_lookup_hears_of_an_unreachable_database():
+    """No database: each waiting send gets LedgerUnavailable (answered "retry"), none hangs."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: nothing listens there
+    engine = create_engine(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/none")
+    suppressions = DbSuppressionList(engine)
+    try:
+        answers = await asyncio.gather(
+            *(suppressions.reason_for(f"u{n}@example.com") for n in range(5)),
+            return_exceptions=True,
+        )
+    finally:
+        await engine.dispose()
+    assert all(isinstance(answer, LedgerUnavailable) for answer in answers), answers
