@@ -29,7 +29,7 @@ class DbSuppressionList(SuppressionList):
         self.engine = engine
         self.autocommit = autocommit(engine)
         self._lookups: GroupCommit[str, str | None] = GroupCommit(
-            self._reasons, key=lambda email: email, max_in_flight=lookups_in_flight
+            self._reasons, key=None, max_in_flight=lookups_in_flight
         )
 
     @property

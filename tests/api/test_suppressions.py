@@ -78,6 +78,10 @@ async def test_concurrent_lookups_share_statements_and_each_gets_its_own_answer(
     expected = ["hard_bounce" if int(email[1:].split("@")[0]) % 3 == 0 else None for email in asked]
     assert answers == expected
     assert suppressions.lookup_statements < 10
+    # One customer's many reminders ask for one address: reads of it share a statement too.
+    before = suppressions.lookup_statements
+    same = await asyncio.gather(*(suppressions.reason_for("u3@example.com") for _ in range(30)))
+    assert same == ["hard_bounce"] * 30 and suppressions.lookup_statements - before < 5
 
 
 async def test_the_list_pages_by_keyset_and_filters(client, container):

@@ -10,7 +10,8 @@ a caller's answer always follows the commit of its own row.
 
 Two items with the same key never share a statement: the second waits for the next one,
 so it sees the first one's effect exactly as two separate statements would (PostgreSQL
-also refuses one ``INSERT ... ON CONFLICT DO UPDATE`` that touches a row twice).
+also refuses one ``INSERT ... ON CONFLICT DO UPDATE`` that touches a row twice). Reads
+have nothing to keep apart: with ``key=None`` equal items share a statement.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class GroupCommit(Generic[In, Out]):
         self,
         run_batch: BatchRunner[In, Out],
         *,
-        key: Callable[[In], Hashable],
+        key: Callable[[In], Hashable] | None,
         max_batch: int = 128,
         max_in_flight: int = 2,
     ) -> None:
@@ -74,11 +75,12 @@ class GroupCommit(Generic[In, Out]):
             item, future = self._waiting.popleft()
             if future.done():  # its caller was cancelled before the item was taken
                 continue
-            key = self._key(item)
-            if key in keys:
-                deferred.append((item, future))
-                continue
-            keys.add(key)
+            key = None if self._key is None else self._key(item)
+            if key is not None:
+                if key in keys:
+                    deferred.append((item, future))
+                    continue
+                keys.add(key)
             batch.append((item, future))
         self._waiting.extendleft(reversed(deferred))  # first in line for the next statement
         return batch
