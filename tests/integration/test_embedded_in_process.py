@@ -172,3 +172,35 @@ async def test_in_process_deliveries_share_ledger_statements_on_postgresql(
     ledger = container.receiver.ledger
     [finalizes] = ledger._finalizes.values()
     assert ledger._claims.statements < 30 and finalizes.statements < 30
+
+
+async def test_the_next_batch_is_claimed_while_the_last_one_is_delivered(
+    client, container, clock, publisher, provider
+):
+    """A full batch held at the provider: the loop has already claimed the next batch (its
+    deliveries queue for a slot), so no delivery waits for a round's claim and apply; no
+    more than two rounds are ever claimed; released, each reminder is sent once."""
+    ids = [f"p{i}" for i in range(6)]
+    await enqueue_due(client, container, clock, publisher, *ids)
+    provider.gate = asyncio.Event()
+    dispatcher = in_process_dispatcher(container, clock, concurrency=2, batch_size=2)
+    stop = asyncio.Event()
+    running = asyncio.create_task(dispatcher.run(stop, poll_interval=60))
+    await provider.entered.wait()
+    for _ in range(100):  # the loop claims the second round without waiting for the first
+        if sum(1 for row in await queued(container) if row["visible_at"] > clock.now) == 4:
+            break
+        await asyncio.sleep(0.01)
+    hidden = [row for row in await queued(container) if row["visible_at"] > clock.now]
+    assert len(hidden) == 4 and len(provider.calls) <= 2
+    provider.gate.set()
+    for _ in range(500):
+        if not await queued(container):
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    report = await running
+    assert (report.claimed, dict(report.outcomes)) == (6, {"sent": 6})
+    assert sorted(call.idempotency_key for call in provider.calls) == sorted(
+        f"{i}:email:scripted" for i in ids
+    )

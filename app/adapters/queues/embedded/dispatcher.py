@@ -56,6 +56,8 @@ class DispatchLimits:
     push_timeout_seconds: float = 90.0
     backoff: BackoffPolicy = field(default_factory=lambda: BackoffPolicy(1.0, 300.0))
     housekeeping_every: timedelta = timedelta(seconds=60)
+    # Rounds claimed ahead while earlier ones are delivered (``Dispatcher.run``).
+    rounds_in_flight: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,21 +290,48 @@ class Dispatcher:
 
     async def run(self, stop: asyncio.Event, *, poll_interval: float) -> DispatchReport:
         """Poll until ``stop`` is set. Graceful: deliveries under way finish; claimed messages
-        not started yet are given back at once, their attempt not counted."""
+        not started yet are given back at once, their attempt not counted.
+
+        Rounds overlap while the queue has work: after a full batch the next one is claimed
+        at once and queues for delivery slots, so the deliveries never wait for a round's
+        claim and apply statements (at most ``rounds_in_flight`` rounds at a time)."""
         total = DispatchReport()
         self._stop = stop
-        while not stop.is_set():
-            self._wake.clear()  # a publish during this round wakes the next idle at once
-            try:
-                report = await self.run_once()
-            except Exception:  # a database hiccup must not end the loop
-                log.exception("dispatcher round failed; retrying after the poll interval")
-                report = DispatchReport()
-            total.add(report)
-            if report.claimed >= self.limits.batch_size:
-                continue  # a full batch: more is probably due
-            await self._idle(stop, poll_interval)
+        rounds: set[asyncio.Task[DispatchReport]] = set()
+        try:
+            while not stop.is_set():
+                self._wake.clear()  # a publish during this round wakes the next idle at once
+                claimed = await self._claim_round(total)
+                if claimed:
+                    rounds.add(asyncio.create_task(self._deliver_round(claimed)))
+                if len(claimed) < self.limits.batch_size:  # nothing more due: poll later
+                    await self._idle(stop, poll_interval)
+                elif len(rounds) >= self.limits.rounds_in_flight:  # a full batch: more due
+                    await asyncio.wait(rounds, return_when=asyncio.FIRST_COMPLETED)
+                rounds = _collect_finished(rounds, total)
+        finally:
+            if rounds:
+                await asyncio.wait(rounds)
+            _collect_finished(rounds, total)
         return total
+
+    async def _claim_round(self, report: DispatchReport) -> list[ClaimedMessage]:
+        now = self._clock()
+        try:
+            await self.housekeep(now, report)
+            return await self.claim(now)
+        except Exception:  # a database hiccup must not end the loop
+            log.exception("dispatcher round failed; retrying after the poll interval")
+            return []
+
+    async def _deliver_round(self, claimed: list[ClaimedMessage]) -> DispatchReport:
+        report = DispatchReport()
+        try:
+            results = await self.push_all(claimed)
+            await self.apply(results, now=self._clock(), report=report)
+        except Exception:  # unapplied: the messages come back after the visibility timeout
+            log.exception("dispatcher round failed; its messages are delivered again later")
+        return report
 
     async def _idle(self, stop: asyncio.Event, seconds: float) -> None:
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
@@ -313,6 +342,15 @@ class Dispatcher:
                 waiter.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiter
+
+
+def _collect_finished(
+    rounds: set[asyncio.Task[DispatchReport]], total: DispatchReport
+) -> set[asyncio.Task[DispatchReport]]:
+    """Add the reports of finished rounds to ``total``; the rounds still under way."""
+    for task in [task for task in rounds if task.done()]:
+        total.add(task.result())
+    return {task for task in rounds if not task.done()}
 
 
 def _label(result: PushResult) -> str:
