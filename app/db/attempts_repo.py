@@ -26,11 +26,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, exists, func, insert, literal, select, update
+from sqlalchemy import ColumnElement, and_, case, exists, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.ledger import LedgerKey, SendRecordView
 
+from .dialects import insert_for
 from .tables import send_attempts
 
 sa_ = send_attempts
@@ -62,14 +63,15 @@ async def record_attempt(
     provider_deduplicates: bool,
 ) -> None:
     """Append the row of the attempt a claim just took (``record.attempt_count``)."""
-    await conn.execute(
-        insert(sa_).values(
-            send_record_id=record.id, reminder_id=key.reminder_id, channel=key.channel,
-            provider=key.provider, attempt=record.attempt_count, claimed_by=claimed_by[:200],
-            claimed_at=claimed_at, lease_until=record.lease_until,
-            provider_deduplicates=provider_deduplicates,
-        )
+    stmt = insert_for(conn, sa_).values(
+        send_record_id=record.id, reminder_id=key.reminder_id, channel=key.channel,
+        provider=key.provider, attempt=record.attempt_count, claimed_by=claimed_by[:200],
+        claimed_at=claimed_at, lease_until=record.lease_until,
+        provider_deduplicates=provider_deduplicates,
     )  # fmt: skip
+    await conn.execute(
+        stmt.on_conflict_do_nothing(index_elements=[sa_.c.send_record_id, sa_.c.attempt])
+    )
 
 
 async def record_outcome(

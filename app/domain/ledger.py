@@ -47,6 +47,19 @@ class LedgerKey:
 
 
 @dataclass(frozen=True, slots=True)
+class Claimant:
+    """Who takes a claim, as its attempt row in ``send_attempts`` records it: the worker
+    (host and process) and whether the provider deduplicates repeats by the idempotency key."""
+
+    worker: str = ""
+    provider_deduplicates: bool = False
+
+
+# A claim that names no worker (tools and tests); the receiver always names itself.
+UNNAMED_CLAIMANT = Claimant()
+
+
+@dataclass(frozen=True, slots=True)
 class SendRecordView:
     """The ledger fields the receiver reasons about."""
 

@@ -7,7 +7,16 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .email_events import ProviderEvent
-from .ledger import Claim, DeadLetterEntry, Earlier, LedgerKey, ProviderRow, SendRecordView
+from .ledger import (
+    UNNAMED_CLAIMANT,
+    Claim,
+    Claimant,
+    DeadLetterEntry,
+    Earlier,
+    LedgerKey,
+    ProviderRow,
+    SendRecordView,
+)
 from .messages import (
     Delivery,
     OutgoingMessage,
@@ -156,12 +165,20 @@ class LedgerGateway(Protocol):
         ...
 
     async def claim_or_read(
-        self, key: LedgerKey, *, now: datetime, lease_until: datetime, earlier: Earlier = None
+        self,
+        key: LedgerKey,
+        *,
+        now: datetime,
+        lease_until: datetime,
+        earlier: Earlier = None,
+        claimant: Claimant = UNNAMED_CLAIMANT,
     ) -> Claim:
         """Take the lease on the row (creating it) and read the reminder and customer as they
         are now; not claimable: the row as it is now (None when the reminder does not exist,
         or, with ``earlier``, when the failover rule refused to create it). ``earlier``: the
-        channel has several providers, these before ``key.provider`` (failover)."""
+        channel has several providers, these before ``key.provider`` (failover). A claim
+        appends its attempt (by ``claimant``) to ``send_attempts`` in the same commit, so
+        no claim is ever without its row in the history."""
         ...
 
     async def channel_rows(self, reminder_id: str, channel: str) -> dict[str, ProviderRow]:
@@ -222,18 +239,6 @@ class LedgerGateway(Protocol):
 
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
         """Keep an authentic but unusable delivery for operators (once per message id)."""
-        ...
-
-    async def record_attempt(
-        self,
-        record: SendRecordView,
-        key: LedgerKey,
-        *,
-        claimed_by: str,
-        now: datetime,
-        provider_deduplicates: bool,
-    ) -> None:
-        """Append the attempt a claim just took to the send's history (``send_attempts``)."""
         ...
 
     async def record_outcome(

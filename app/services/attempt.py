@@ -23,6 +23,7 @@ from app.domain.errors import LeaseLost, LedgerUnavailable, ProviderError, Trans
 from app.domain.failover import CircuitBreaker
 from app.domain.ledger import (
     UNKNOWN_OUTCOME,
+    Claimant,
     Decision,
     LedgerKey,
     SendRecordView,
@@ -45,6 +46,11 @@ log = logging.getLogger("reminders.receiver")
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
+def claimant_for(provider: ChannelProvider) -> Claimant:
+    """This process claiming a send through ``provider``, for the attempt's row."""
+    return Claimant(WORKER, bool(getattr(provider, "deduplicates", False)))
+
+
 @dataclass(slots=True)
 class ClaimedSend:
     """One claim's work, from the claim to the recorded outcome."""
@@ -64,12 +70,7 @@ class ClaimedSend:
     breaker: CircuitBreaker | None = None
 
     async def run(self, context: tuple[ReminderView, CustomerView]) -> Answer:
-        """Record the attempt, do the work, record how it ended."""
-        receiver = self.receiver
-        await receiver.ledger.record_attempt(
-            self.record, self.key, claimed_by=WORKER, now=receiver.clock(),
-            provider_deduplicates=bool(getattr(self.provider, "deduplicates", False)),
-        )  # fmt: skip
+        """Do the work (the claim appended the attempt), record how it ended."""
         try:
             return await self._work(*context)
         finally:

@@ -30,7 +30,7 @@ from app.domain.ports import ChannelProvider
 from app.domain.states import DeadLetterReason, Outcome
 from app.observability.tracing import set_span_attribute, span, tracing_enabled
 
-from .attempt import ClaimedSend
+from .attempt import ClaimedSend, claimant_for
 from .failover import receive_with_failover
 from .receive_model import (
     Answer,
@@ -115,8 +115,9 @@ async def claim_and_send(
     ``earlier``: failover's providers before this one (the claim keeps the failover rule)."""
     key = LedgerKey(payload.reminder_id, payload.channel, provider.name)
     claim = await receiver.ledger.claim_or_read(
-        key, now=now, lease_until=now + receiver.policy.lease, earlier=earlier
-    )
+        key, now=now, lease_until=now + receiver.policy.lease, earlier=earlier,
+        claimant=claimant_for(provider),
+    )  # fmt: skip
     if not claim.claimed:
         if claim.record is None and earlier:  # the failover rule refused
             return Answer(Outcome.BUSY, 1.0, key.reminder_id, key.channel, detail="failover")

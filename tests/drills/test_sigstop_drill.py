@@ -2,12 +2,19 @@
 it claimed, counted at the providers (aiosmtpd's DATA by Message-ID, the webhook
 endpoint's POSTs by webhook-id).
 
-Two real ``reminders serve`` processes, A and B, on PostgreSQL, a 10 s lease. 20 reminders x
-(email, webhook) are pushed to A while the attempts' history is locked (``LOCK TABLE
-send_attempts``), so A claims every send and then waits: the claims are committed, no
-provider called yet. A is stopped (SIGSTOP), the lock goes, the leases run out; the queue
-redelivers to B (the drill pushes the same messages), which sends each. Then A is continued
-(SIGCONT): it must not call a provider (its leases are over: busy), and nothing answers 500.
+Two real ``reminders serve`` processes, A and B, on PostgreSQL, a 10 s lease. 20 reminders
+are pushed to A while a table A needs is locked, so that A holds its claims and waits; A is
+stopped (SIGSTOP), the lock goes, the leases run out; the queue redelivers to B (the drill
+pushes the same messages), which sends each. Then A is continued (SIGCONT): it must not call
+a provider, and nothing answers 500. Two places to hold A:
+
+- ``in_claim`` (email and webhook): the attempts' history (``send_attempts``) is locked. A
+  claim appends its attempt in its own statement, so A's claim statements wait in the
+  database (the rest queue in A); once the lock goes they run but stay uncommitted, their
+  rows locked, until A can answer, as with any process paused mid-transaction.
+- ``after_claim`` (email): the suppression list is locked. A's claims commit; each send then
+  waits for its suppression lookup, the last step before the provider call, and comes back
+  long after its lease: the lease check before the call must refuse it (busy).
 
 Finding 3 of the issue: a process SIGSTOPped past its lease sent 22 s after another worker.
 """
@@ -35,24 +42,30 @@ from tests.support.push import envelope, signed
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
 COUNT = 20
-CHANNELS = ("email", "webhook")
+# Where A is held: the table locked, its lock mode, the channels pushed.
+HOLDS = {
+    "in_claim": ("send_attempts", "SHARE", ("email", "webhook")),
+    "after_claim": ("suppressions", "ACCESS EXCLUSIVE", ("email",)),
+}
 LEASE_SECONDS = 10
 UNSUBSCRIBE_SECRET = "u7Qk2Zp9Xw4Rt6Ly1Nb8Vc3Hd5Jf0GsM2aE"
 
 
+@pytest.mark.parametrize("hold", list(HOLDS))
 async def test_a_process_stopped_past_its_lease_does_not_send(
-    db_backend, clean_database_url, tmp_path
+    db_backend, clean_database_url, tmp_path, hold
 ):
     """Every send once at the providers, by B; A, continued, sends nothing; no 500."""
     if db_backend != "postgresql":
         pytest.skip("two serve processes share PostgreSQL")
+    table, mode, channels = HOLDS[hold]
     engine = create_engine(clean_database_url)
     sink = WebhookSink()
     try:
         with smtp_server() as smtp:
             async with serve_app(sink.app()) as sink_url:
                 ids = await seed_enqueued(
-                    engine, COUNT, channels=CHANNELS, email="ada@example.com",
+                    engine, COUNT, channels=channels, email="ada@example.com",
                     webhook_url=f"{sink_url}/hook",
                 )  # fmt: skip
                 env = service_env(
@@ -64,7 +77,8 @@ async def test_a_process_stopped_past_its_lease_does_not_send(
                     REMINDERS_USEFULNESS_GRACE_SECONDS=str(10**9),
                     REMINDERS_UNSUBSCRIBE_SECRET=UNSUBSCRIBE_SECRET,
                 )  # fmt: skip
-                figures = await _drill(engine, env, tmp_path, ids)
+                messages = [(rid, channel) for rid in ids for channel in channels]
+                figures = await _drill(engine, env, tmp_path, messages, (table, mode))
         emails = collections.Counter(m["Message-ID"] for m in smtp.handler.messages)
         hooks = collections.Counter(r["headers"]["webhook-id"] for r in sink.received)
         figures.update(
@@ -79,47 +93,56 @@ async def test_a_process_stopped_past_its_lease_does_not_send(
         await engine.dispose()
     print("drill figures:", figures)
     assert figures["a_5xx_other_than_503"] == 0 and figures["b_500"] == 0
+    assert figures["a_statements_held"] > 0, "A held no claim when it was stopped"
     assert figures["a_sent"] == 0, "the stopped process sent after its lease"
-    assert (figures["emails"], figures["webhooks"]) == (COUNT, COUNT)
+    if hold == "after_claim":  # A's committed claims came back too late to use
+        assert figures["a_outcomes"].get("busy", 0) > 0
+    webhooks = COUNT if "webhook" in channels else 0
+    assert (figures["emails"], figures["webhooks"]) == (COUNT, webhooks)
     assert (figures["emails_twice"], figures["webhooks_twice"]) == (0, 0)
-    assert figures["recorded_sent"] == COUNT * len(CHANNELS)
+    assert figures["recorded_sent"] == COUNT * len(channels)
 
 
-async def _drill(engine, env, tmp_path, ids: list[str]) -> dict:
+async def _drill(engine, env, tmp_path, messages, lock: tuple[str, str]) -> dict:
     port_a, port_b = free_port(), free_port()
     a = serve(env, port_a, tmp_path / "a.log").start()
     b = serve(env, port_b, tmp_path / "b.log").start()
-    messages = [(rid, channel) for rid in ids for channel in CHANNELS]
+    table, mode = lock
     started = time.monotonic()
     try:
         await wait_healthy(f"http://127.0.0.1:{port_a}", a)
         await wait_healthy(f"http://127.0.0.1:{port_b}", b)
         async with httpx.AsyncClient(timeout=120) as client:
             async with engine.connect() as locker:
-                await locker.execute(text("LOCK TABLE send_attempts IN SHARE MODE"))
+                await locker.execute(text(f"LOCK TABLE {table} IN {mode} MODE"))
                 to_a = [
                     asyncio.create_task(_push(client, port_a, rid, channel))
                     for rid, channel in messages
                 ]
 
-                async def all_claimed() -> bool:
-                    return await _sending(engine) == len(messages)
-
-                await wait_until(all_claimed, timeout=60, what="A's claims", processes=(a,))
+                await wait_until(
+                    lambda: _waiting_on(engine, table), timeout=60, what="A at the lock",
+                    processes=(a,),
+                )  # fmt: skip
+                await asyncio.sleep(1.0)  # the later pushes join the waiting claims
+                held = await _waiting_on(engine, table)
                 a.signal(signal.SIGSTOP)
                 stopped_at = time.monotonic()
                 await locker.commit()
-            lease_over = await _last_lease_end(engine)
-            b_answers = await _deliver_all(client, port_b, messages, lease_over)
-            b_done = time.monotonic()
+            await asyncio.sleep(LEASE_SECONDS + 2)  # every lease A could hold is over
+            to_b = asyncio.create_task(_deliver_all(client, port_b, messages))
+            await asyncio.sleep(2)  # B's claims of A's rows wait on A's row locks
             a.signal(signal.SIGCONT)
             a_answers = [await task for task in to_a]
+            b_answers = await to_b
+            b_done = time.monotonic()
     finally:
         a.signal(signal.SIGCONT)
         a.stop()
         b.stop()
     outcomes = collections.Counter(body.get("outcome") for _, body in a_answers)
     return {
+        "a_statements_held": held,
         "stopped_s": b_done - stopped_at, "total_s": time.monotonic() - started,
         "a_answers": dict(collections.Counter(status for status, _ in a_answers)),
         "a_outcomes": dict(outcomes), "a_sent": outcomes["sent"],
@@ -136,12 +159,11 @@ async def _push(client: httpx.AsyncClient, port: int, rid: str, channel: str):
     return answer.status_code, answer.json()
 
 
-async def _deliver_all(client, port: int, messages, lease_over: float) -> collections.Counter:
+async def _deliver_all(client, port: int, messages) -> collections.Counter:
     """Push every message to B until each is acknowledged (the queue redelivering)."""
     statuses: collections.Counter[int] = collections.Counter()
     waiting = list(messages)
     deadline = time.time() + 60
-    await asyncio.sleep(max(0.0, lease_over - time.time()))
     while waiting:
         assert time.time() < deadline, f"B never acknowledged {waiting[:3]}"
         answers = await asyncio.gather(*(_push(client, port, *m) for m in waiting))
@@ -152,14 +174,10 @@ async def _deliver_all(client, port: int, messages, lease_over: float) -> collec
     return statuses
 
 
-async def _sending(engine) -> int:
+async def _waiting_on(engine, table: str) -> int:
+    """A's statements waiting for the drill's lock on ``table``."""
+    query = text(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = CAST(:t AS regclass)"
+    )
     async with engine.connect() as conn:
-        statement = select(func.count()).where(send_records.c.state == "sending")
-        return int((await conn.execute(statement)).scalar_one())
-
-
-async def _last_lease_end(engine) -> float:
-    """When the last of A's leases ends (epoch seconds)."""
-    async with engine.connect() as conn:
-        latest = (await conn.execute(select(func.max(send_records.c.lease_until)))).scalar_one()
-    return float(latest.timestamp())
+        return int((await conn.execute(query, {"t": table})).scalar_one())

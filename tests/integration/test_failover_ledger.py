@@ -41,12 +41,10 @@ async def claim(ledger: LedgerGateway, key: LedgerKey, earlier: tuple[str, ...],
 
 
 async def fail_ses(ledger: LedgerGateway, db: AsyncEngine, error_class: str = "provider_5xx"):
-    """One attempt at SES that ended with ``error_class`` (row pending, attempt recorded)."""
+    """One attempt at SES (the claim appends its attempt) that ended with ``error_class``
+    (row pending, outcome recorded)."""
     found = await claim(ledger, SES, ())
     assert found.claimed and found.record is not None
-    await ledger.record_attempt(
-        found.record, SES, claimed_by="test", now=NOW, provider_deduplicates=False
-    )
     values = PENDING_503 | {"last_error_class": error_class}
     await ledger.finalize_failed_send(
         found.record, await the_reminder(db), now=NOW, values=values, dead_letter=None,

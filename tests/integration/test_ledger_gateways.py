@@ -16,9 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.ledger import LedgerGateway, PgLedger, ledger_for
 from app.db.ledger import repo as ledger_repo
-from app.db.tables import customers, reminders, send_records
+from app.db.ledger.postgres import _Claim
+from app.db.tables import customers, reminders, send_attempts, send_records
 from app.domain.errors import LeaseLost
-from app.domain.ledger import Claim, LedgerKey, SendRecordView
+from app.domain.ledger import Claim, Claimant, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import SendState
 
@@ -160,6 +161,59 @@ async def test_a_live_lease_refuses_a_second_claim_and_an_expired_one_is_taken_o
     assert second is not None
     assert (second.id, second.attempt_count) == (first.id, 2)
     assert (await row(engine, EMAIL))["first_attempt_at"] == NOW
+
+
+async def attempt_rows(engine: AsyncEngine) -> list[tuple]:
+    async with engine.connect() as conn:
+        found = await conn.execute(
+            select(
+                send_attempts.c.reminder_id, send_attempts.c.channel, send_attempts.c.attempt,
+                send_attempts.c.claimed_by, send_attempts.c.claimed_at,
+                send_attempts.c.lease_until, send_attempts.c.provider_deduplicates,
+            ).order_by(send_attempts.c.channel, send_attempts.c.attempt)
+        )  # fmt: skip
+        return [tuple(r) for r in found]
+
+
+@both
+async def test_a_claim_appends_its_attempt_in_the_same_commit(gateway, engine):
+    """Each claim that takes the row writes its attempt (who, when, the lease, whether the
+    provider deduplicates) with it: a process that dies right after the claim leaves no claim
+    without its history row. A refused claim writes none."""
+    await seed(engine, channels=("email", "webhook"))
+    worker = Claimant("host-a:41", provider_deduplicates=True)
+    found = await gateway.claim_or_read(EMAIL, now=NOW, lease_until=NOW + LEASE, claimant=worker)
+    assert found.claimed
+    refused = await gateway.claim_or_read(EMAIL, now=NOW, lease_until=NOW + LEASE, claimant=worker)
+    assert not refused.claimed
+    later = NOW + LEASE
+    again = await gateway.claim_or_read(EMAIL, now=later, lease_until=later + LEASE)
+    assert again.claimed
+    expected = [
+        ("rem-1", "email", 1, "host-a:41", NOW, NOW + LEASE, True),
+        ("rem-1", "email", 2, "", later, later + LEASE, False),
+    ]
+    assert await attempt_rows(engine) == expected
+
+
+async def test_the_group_claim_appends_each_attempt(engine, db_backend):
+    """PostgreSQL's statement for several claims at once writes each claim's attempt."""
+    if db_backend != "postgresql":
+        pytest.skip("the group claim is the PostgreSQL gateway's")
+    await seed(engine, channels=("email", "webhook"))
+    ledger = ledger_for(engine, raw_connections=2)
+    assert isinstance(ledger, PgLedger)
+    workers = (Claimant("host-a:1", True), Claimant("host-b:2", False))
+    items = [_Claim(k, NOW, NOW + LEASE, w) for k, w in zip((EMAIL, WEBHOOK), workers, strict=True)]
+    try:
+        rows = await ledger._claim_batch(items)
+    finally:
+        await ledger.close()
+    assert [r["claimed"] for r in rows] == [True, True]
+    assert await attempt_rows(engine) == [
+        ("rem-1", "email", 1, "host-a:1", NOW, NOW + LEASE, True),
+        ("rem-1", "webhook", 1, "host-b:2", NOW, NOW + LEASE, False),
+    ]
 
 
 @both

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.db import attempts_repo
-from app.domain.ledger import LedgerKey, SendRecordView
+from app.domain.ledger import Claimant, LedgerKey, SendRecordView
 from app.domain.states import SendState
 from app.services.attempt import WORKER
 from tests.api.test_audit_api import by_name
@@ -96,9 +96,8 @@ async def test_a_reclaim_of_an_attempt_without_outcome_is_reported(
     """A worker claimed and vanished (no outcome); after its lease a redelivery took the
     send over and sent it: the audit names the reclaim (the first may have sent too)."""
     ledger = container.receiver.ledger
-    claim = await ledger.claim_or_read(KEY, now=clock.now, lease_until=clock.now + LEASE)
-    await ledger.record_attempt(
-        claim.record, KEY, claimed_by="gone:1", now=clock.now, provider_deduplicates=False
+    claim = await ledger.claim_or_read(
+        KEY, now=clock.now, lease_until=clock.now + LEASE, claimant=Claimant("gone:1")
     )
     clock.advance(seconds=LEASE.total_seconds() + 1)
     assert (await push_message(client, message)).json()["outcome"] == "sent"

@@ -16,7 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.domain.errors import LeaseLost, LedgerUnavailable
 from app.domain.ledger import (
+    UNNAMED_CLAIMANT,
     Claim,
+    Claimant,
     DeadLetterEntry,
     Earlier,
     LedgerKey,
@@ -46,13 +48,25 @@ class CoreLedger(LedgerGateway):
         return int(self.engine.pool.checkedout())  # type: ignore[attr-defined]
 
     async def claim_or_read(
-        self, key: LedgerKey, *, now: datetime, lease_until: datetime, earlier: Earlier = None
+        self,
+        key: LedgerKey,
+        *,
+        now: datetime,
+        lease_until: datetime,
+        earlier: Earlier = None,
+        claimant: Claimant = UNNAMED_CLAIMANT,
     ) -> Claim:
-        """Claim (one statement), then read the send context or the row (another)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+        """Claim and append its attempt (one transaction), then read the send context or
+        the row (another statement)."""
+        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
             claimed = await repo.claim_send(
                 conn, key, now=now, lease_until=lease_until, earlier=earlier
             )
+            if claimed is not None:
+                await attempts_repo.record_attempt(
+                    conn, claimed, key, claimed_by=claimant.worker, claimed_at=now,
+                    provider_deduplicates=claimant.provider_deduplicates,
+                )  # fmt: skip
         if claimed is None:
             return Claim(False, await self.get_send_record(key))
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
@@ -130,22 +144,6 @@ class CoreLedger(LedgerGateway):
             await repo.settle_reminder(
                 conn, reminder.id, channel_count=len(reminder.channels), now=now
             )
-
-    async def record_attempt(
-        self,
-        record: SendRecordView,
-        key: LedgerKey,
-        *,
-        claimed_by: str,
-        now: datetime,
-        provider_deduplicates: bool,
-    ) -> None:
-        """Append the attempt a claim just took (``attempts_repo.record_attempt``)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            await attempts_repo.record_attempt(
-                conn, record, key, claimed_by=claimed_by, claimed_at=now,
-                provider_deduplicates=provider_deduplicates,
-            )  # fmt: skip
 
     async def record_outcome(
         self,

@@ -26,7 +26,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain.errors import LeaseLost, LedgerUnavailable
-from app.domain.ledger import Claim, Earlier, LedgerKey, SendRecordView
+from app.domain.ledger import UNNAMED_CLAIMANT, Claim, Claimant, Earlier, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
 
@@ -39,10 +39,10 @@ from .postgres_sql import (
     CLAIM_OR_READ,
     FINALIZE_COLUMNS,
     GET_RECORD,
-    RECORD_ATTEMPTS,
     RECORD_OUTCOMES,
     RELEASE,
     SETTLE,
+    claim_args,
     finalize_statement,
     guarded_claim,
 )
@@ -75,11 +75,6 @@ class PgLedger(CoreLedger):
             self._claim_batch, key=lambda item: item.key, max_in_flight=self._in_flight
         )
         self._finalizes: dict[tuple[str, ...], GroupCommit[_Finalize, tuple[int, bool]]] = {}
-        # The attempts' history, in shared statements too: written on its own pool it set
-        # every delivery apart from its neighbours and their finalizes stopped sharing.
-        self._attempts = GroupCommit(
-            self._many(RECORD_ATTEMPTS), key=lambda row: row, max_in_flight=self._in_flight
-        )
         self._outcomes = GroupCommit(
             self._many(RECORD_OUTCOMES), key=lambda row: row[:2], max_in_flight=self._in_flight
         )
@@ -101,7 +96,6 @@ class PgLedger(CoreLedger):
         """Close the raw connections; like a disposed engine, the ledger stays usable."""
         groups: list[GroupCommit[Any, Any]] = [
             self._claims,
-            self._attempts,
             self._outcomes,
             *self._finalizes.values(),
         ]
@@ -119,14 +113,21 @@ class PgLedger(CoreLedger):
                 pool.terminate()
 
     async def claim_or_read(
-        self, key: LedgerKey, *, now: datetime, lease_until: datetime, earlier: Earlier = None
+        self,
+        key: LedgerKey,
+        *,
+        now: datetime,
+        lease_until: datetime,
+        earlier: Earlier = None,
+        claimant: Claimant = UNNAMED_CLAIMANT,
     ) -> Claim:
-        """Claim the row (creating it) and read the send context, in one statement shared
-        with concurrent claims (group commit); failover's (``earlier``) in one of its own."""
+        """Claim the row (creating it), append its attempt and read the send context, in one
+        statement shared with concurrent claims (group commit); failover's (``earlier``) in
+        one of its own."""
         if earlier is None:
-            row = await self._claims.submit(_Claim(key, now, lease_until))
+            row = await self._claims.submit(_Claim(key, now, lease_until, claimant))
         else:
-            row = await self._fetchrow(*guarded_claim(key, now, lease_until, earlier))
+            row = await self._fetchrow(*guarded_claim(key, now, lease_until, earlier, claimant))
         if row is not None and row["claimed"]:
             context = send_context(key.reminder_id, row, decode=_json)
             return Claim(True, send_record_view(row), context)
@@ -141,11 +142,7 @@ class PgLedger(CoreLedger):
         # ledger was empty scans it), and the plain ones are what ran before group commit.
         if len(items) == 1:
             item = items[0]
-            args = CLAIM_OR_READ.args(
-                reminder_id=item.key.reminder_id, channel=item.key.channel,
-                provider=item.key.provider, lease_until=item.lease_until,
-                idempotency_key=item.key.idempotency_key, now=item.now,
-            )  # fmt: skip
+            args = claim_args(CLAIM_OR_READ, item.key, item.now, item.lease_until, item.claimant)
             return [await self._fetchrow(CLAIM_OR_READ.sql, *args)]
         try:
             rows = await self._fetch(CLAIM_BATCH, *_claim_arrays(items))
@@ -153,21 +150,6 @@ class PgLedger(CoreLedger):
             return await _one_by_one(self._claim_batch, items)
         by_position = {row["n"]: row for row in rows}
         return [by_position.get(position) for position in range(1, len(items) + 1)]
-
-    async def record_attempt(
-        self,
-        record: SendRecordView,
-        key: LedgerKey,
-        *,
-        claimed_by: str,
-        now: datetime,
-        provider_deduplicates: bool,
-    ) -> None:
-        """``CoreLedger.record_attempt`` in a statement shared with concurrent deliveries."""
-        await self._attempts.submit(
-            (record.id, key.reminder_id, key.channel, key.provider, record.attempt_count,
-             claimed_by[:200], now, record.lease_until, provider_deduplicates)
-        )  # fmt: skip
 
     async def record_outcome(
         self,
@@ -298,6 +280,7 @@ class _Claim:
     key: LedgerKey
     now: datetime
     lease_until: datetime
+    claimant: Claimant
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +301,8 @@ def _claim_arrays(items: Sequence[_Claim]) -> list[list[Any]]:
         [item.lease_until for item in items],
         [item.key.idempotency_key for item in items],
         [item.now for item in items],
+        [item.claimant.worker[:200] for item in items],
+        [item.claimant.provider_deduplicates for item in items],
     ]
 
 

@@ -49,17 +49,18 @@ def _context_columns() -> str:
 
 
 # Parameters: $1 reminder ids, $2 channels, $3 providers, $4 lease ends, $5 idempotency
-# keys, $6 each item's now. One row back per item that found its reminder: ``n`` (the
-# item's 1-based position), ``claimed``, the row's view columns and the send context. The
-# same two cases as ``postgres_sql.CLAIM_OR_READ``: claimed (with the reminder and customer
-# read in this statement's snapshot), or refused (with the row as that snapshot saw it; a
-# row already sent is not even offered to the insert).
+# keys, $6 each item's now, $7 claimants' workers, $8 whether each provider deduplicates.
+# One row back per item that found its reminder: ``n`` (the item's 1-based position),
+# ``claimed``, the row's view columns and the send context. The same two cases as
+# ``postgres_sql.CLAIM_OR_READ``: claimed (with the reminder and customer read in this
+# statement's snapshot), or refused (with the row as that snapshot saw it; a row already
+# sent is not even offered to the insert). A claim's attempt is appended in the statement.
 CLAIM_BATCH = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[],
-                         $6::timestamptz[])
+                         $6::timestamptz[], $7::text[], $8::bool[])
         WITH ORDINALITY AS i(reminder_id, channel, provider, lease_until, idempotency_key,
-                             now, n)
+                             now, claimed_by, provider_deduplicates, n)
 ), existing AS (
     SELECT i.n, i.reminder_id, {_columns("sr")}
     FROM input i JOIN send_records sr
@@ -82,6 +83,15 @@ WITH input AS (
         updated_at = excluded.updated_at
     WHERE {_CLAIMABLE}
     RETURNING sr.reminder_id, sr.channel, sr.provider, {_columns("sr")}
+), attempted AS (
+    -- Each claim's attempt, appended in the same statement (attempts_repo.record_attempt).
+    INSERT INTO send_attempts (send_record_id, reminder_id, channel, provider, attempt,
+                               claimed_by, claimed_at, lease_until, provider_deduplicates)
+    SELECT c.id, c.reminder_id, c.channel, c.provider, c.attempt_count, i.claimed_by, i.now,
+           c.lease_until, i.provider_deduplicates
+    FROM claimed c JOIN input i
+      ON i.reminder_id = c.reminder_id AND i.channel = c.channel AND i.provider = c.provider
+    ON CONFLICT (send_record_id, attempt) DO NOTHING
 ), found AS (
     SELECT true AS claimed, i.n, i.reminder_id, {_columns("c")}
     FROM claimed c JOIN input i

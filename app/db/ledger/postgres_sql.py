@@ -15,7 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
+    String,
     bindparam,
     column,
     exists,
@@ -29,11 +31,11 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
-from app.domain.ledger import LedgerKey
+from app.domain.ledger import Claimant, LedgerKey
 from app.domain.states import ReminderState, SendState
 
 from .. import ledger_rules as rules
-from ..tables import customers, reminders, send_records
+from ..tables import customers, reminders, send_attempts, send_records
 from . import repo
 
 # The rules spliced into the hand-written statements below and in ``postgres_batch_sql``.
@@ -88,6 +90,13 @@ _DIALECT = asyncpg_dialect.dialect()
 _SR = send_records
 
 
+# The columns of an attempt's row a claim writes (``attempts_repo.record_attempt``).
+ATTEMPT_COLUMNS = [
+    "send_record_id", "reminder_id", "channel", "provider", "attempt", "claimed_by",
+    "claimed_at", "lease_until", "provider_deduplicates",
+]  # fmt: skip
+
+
 def _claim_or_read(guard: ColumnElement[bool] | None = None) -> RawStatement:
     # One round trip for the two common cases: a claim comes back with the reminder and its
     # customer as they are now (read in the claim's own snapshot), and a refused claim comes
@@ -102,14 +111,30 @@ def _claim_or_read(guard: ColumnElement[bool] | None = None) -> RawStatement:
     claimed = repo.claim_statement(
         postgresql.insert, unless=already_sent, waited=rules.waited_in_statement(), guard=guard
     ).cte("claimed")
+    # The claim's attempt, appended in the same statement (``attempts_repo.record_attempt``).
+    attempt = select(
+        claimed.c.id, bindparam("reminder_id"), bindparam("channel"), bindparam("provider"),
+        claimed.c.attempt_count, bindparam("claimed_by", type_=String()), repo.NOW,
+        claimed.c.lease_until, bindparam("provider_deduplicates", type_=Boolean()),
+    )  # fmt: skip
+    attempted = (
+        postgresql.insert(send_attempts)
+        .from_select(ATTEMPT_COLUMNS, attempt)
+        .on_conflict_do_nothing()
+        .cte("attempted")
+    )
     found = union_all(
         select(true().label("claimed"), *claimed.c),
         select(false(), *existing.c).where(~exists(select(1).select_from(claimed))),
     ).subquery("found")
-    statement = select(found, *repo.CONTEXT_COLUMNS).select_from(
-        found.join(reminders, reminders.c.id == bindparam("reminder_id")).join(
-            customers, customers.c.id == reminders.c.customer_id
+    statement = (
+        select(found, *repo.CONTEXT_COLUMNS)
+        .select_from(
+            found.join(reminders, reminders.c.id == bindparam("reminder_id")).join(
+                customers, customers.c.id == reminders.c.customer_id
+            )
         )
+        .add_cte(attempted)
     )
     return RawStatement.compile(statement)
 
@@ -119,15 +144,34 @@ CLAIM_OR_READ = _claim_or_read()
 CLAIM_OR_READ_GUARDED = _claim_or_read(repo.FAILOVER_GUARD)
 
 
-def guarded_claim(
-    key: LedgerKey, now: datetime, lease_until: datetime, earlier: tuple[str, ...]
-) -> tuple[Any, ...]:
-    """``CLAIM_OR_READ_GUARDED``'s SQL and arguments for one claim."""
-    args = CLAIM_OR_READ_GUARDED.args(
+def claim_args(
+    statement: RawStatement,
+    key: LedgerKey,
+    now: datetime,
+    lease_until: datetime,
+    claimant: Claimant,
+    **more: Any,
+) -> list[Any]:
+    """``CLAIM_OR_READ``'s (or the guarded one's) arguments for one claim."""
+    return statement.args(
         reminder_id=key.reminder_id, channel=key.channel, provider=key.provider,
         lease_until=lease_until, idempotency_key=key.idempotency_key, now=now,
-        **repo.guard_values(earlier),
+        claimed_by=claimant.worker[:200], provider_deduplicates=claimant.provider_deduplicates,
+        **more,
     )  # fmt: skip
+
+
+def guarded_claim(
+    key: LedgerKey,
+    now: datetime,
+    lease_until: datetime,
+    earlier: tuple[str, ...],
+    claimant: Claimant,
+) -> tuple[Any, ...]:
+    """``CLAIM_OR_READ_GUARDED``'s SQL and arguments for one claim."""
+    args = claim_args(
+        CLAIM_OR_READ_GUARDED, key, now, lease_until, claimant, **repo.guard_values(earlier)
+    )
     return (CLAIM_OR_READ_GUARDED.sql, *args)
 
 
@@ -185,15 +229,7 @@ SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done)
 """
 
 
-# The attempts' history (``attempts_repo``), many rows per statement (group commit).
-# Parameters: one array per column, in the order below.
-RECORD_ATTEMPTS = """
-INSERT INTO send_attempts (send_record_id, reminder_id, channel, provider, attempt,
-                           claimed_by, claimed_at, lease_until, provider_deduplicates)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[],
-                     $7::timestamptz[], $8::timestamptz[], $9::bool[])
-ON CONFLICT (send_record_id, attempt) DO NOTHING
-"""
+# The attempts' outcomes (``attempts_repo``), many rows per statement (group commit).
 # Written once: an attempt that has an outcome keeps it (``attempts_repo.record_outcome``).
 RECORD_OUTCOMES = """
 UPDATE send_attempts a SET outcome = i.outcome, provider_called = i.called,

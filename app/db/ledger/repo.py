@@ -36,7 +36,7 @@ from ..types import UTCDateTime
 from .rows import VIEW_COLUMNS, provider_row, send_context, send_record_view
 
 sr = send_records
-_NOW = bindparam("now", type_=UTCDateTime())
+NOW = bindparam("now", type_=UTCDateTime())  # the instant the caller asked at
 _VIEW_COLUMNS = tuple(sr.c[name] for name in VIEW_COLUMNS)
 
 
@@ -76,10 +76,10 @@ def claim_statement(
         literal(0),
         bindparam("lease_until", type_=UTCDateTime()),
         bindparam("idempotency_key"),
-        _NOW,
+        NOW,
         literal(0),
-        _NOW,
-        _NOW,
+        NOW,
+        NOW,
     ).where(reminders.c.id == bindparam("reminder_id"))
     if unless is not None:
         source = source.where(~unless)
@@ -98,7 +98,7 @@ def claim_statement(
     lease_until: ColumnElement[Any] = stmt.excluded.lease_until
     if waited is not None:
         lease_until = stmt.excluded.lease_until + waited
-    claimable = rules.claimable(sr, _NOW)
+    claimable = rules.claimable(sr, NOW)
     return stmt.on_conflict_do_update(
         index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
         set_={
@@ -174,8 +174,8 @@ def hand_over_statement(dialect_insert: Any) -> Any:
         literal(0),
         bindparam("idempotency_key"),
         literal(0),
-        _NOW,
-        _NOW,
+        NOW,
+        NOW,
     ).where(reminders.c.id == bindparam("reminder_id"))
     columns = [
         "reminder_id", "channel", "provider", "state", "outcome", "last_error_class",
@@ -285,7 +285,7 @@ async def update_claimed_send(
     values: Mapping[str, Any],
 ) -> bool:
     """Compare-and-set the claimed row; False when the lease was lost to another worker."""
-    stmt = update(sr).where(_FENCE).values(lease_until=None, updated_at=_NOW, **values)
+    stmt = update(sr).where(_FENCE).values(lease_until=None, updated_at=NOW, **values)
     result = await conn.execute(
         stmt, {"record_id": record.id, "attempt": record.attempt_count, "now": now}
     )
@@ -295,8 +295,8 @@ async def update_claimed_send(
 # Extend a live claim's lease (the send is still running).
 RENEW_LEASE = (
     update(sr)
-    .where(_FENCE, sr.c.lease_until > _NOW)
-    .values(lease_until=bindparam("lease_until", type_=UTCDateTime()), updated_at=_NOW)
+    .where(_FENCE, sr.c.lease_until > NOW)
+    .values(lease_until=bindparam("lease_until", type_=UTCDateTime()), updated_at=NOW)
 )
 
 
@@ -321,7 +321,7 @@ RELEASE_CLAIM = (
         state=SendState.PENDING.value,
         attempt_budget_start=sr.c.attempt_budget_start + 1,
         lease_until=None,
-        updated_at=_NOW,
+        updated_at=NOW,
     )
 )
 
@@ -344,7 +344,7 @@ SETTLE = (
         rules.reminder_is_open(reminders),
         rules.all_channels_final(bindparam("channel_count"), _FINAL_CHANNELS),
     )
-    .values(state=ReminderState.DONE.value, delivery=_DELIVERY, done_at=_NOW, updated_at=_NOW)
+    .values(state=ReminderState.DONE.value, delivery=_DELIVERY, done_at=NOW, updated_at=NOW)
 )
 
 
