@@ -9,11 +9,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain.ports import SuppressionList
 from app.domain.suppression import Suppression
+from app.group_commit import GroupCommit
 
 from . import suppressions_repo
 from .engine import autocommit
 from .ledger.core import connection_failures_as_unavailable
-from .ledger.group_commit import GroupCommit
 
 
 class DbSuppressionList(SuppressionList):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from app.db.ledger.group_commit import GroupCommit
+from app.group_commit import GroupCommit
 
 
 class Statements:

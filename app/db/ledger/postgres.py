@@ -29,10 +29,10 @@ from app.domain.errors import LeaseLost, LedgerUnavailable
 from app.domain.ledger import UNNAMED_CLAIMANT, Claim, Claimant, Earlier, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
+from app.group_commit import GroupCommit
 
 from ..failures import is_unavailable
 from .core import CoreLedger
-from .group_commit import GroupCommit
 from .pg_pool import raw_pool
 from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
 from .postgres_sql import (

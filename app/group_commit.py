@@ -1,4 +1,7 @@
-"""Group commit: the same statement of many concurrent callers, sent to the database as one.
+"""Group commit: the same work of many concurrent callers, done as one batch.
+
+The ledger's statements and the suppression lookups batch their rows into one database
+statement; the outbox batches its fsync'd file writes into one thread hand-off.
 
 A claim or a finalize costs the database a statement, a transaction and a WAL flush, and
 the process a pool checkout and a round trip; under load those costs dominate the push
