@@ -120,12 +120,13 @@ def build_container(
     chains = instrument_chains(built)
     providers = {channel: chain[0] for channel, chain in chains.items()}
     failover = {channel: chain for channel, chain in chains.items() if len(chain) > 1}
+    ledger = ledger_for(
+        engine,
+        raw_connections=budget.raw_ledger,
+        statements_in_flight=settings.database_group_statements,
+    )
     receiver = Receiver(
-        ledger=ledger_for(
-            engine,
-            raw_connections=budget.raw_ledger,
-            statements_in_flight=settings.database_group_statements,
-        ),
+        ledger=ledger,
         providers=providers,
         chains=failover,
         breakers={
@@ -137,7 +138,7 @@ def build_container(
         policy=_delivery_policy(settings),
         clock=clock,
         rand=rand or random.SystemRandom(),
-        suppressions=DbSuppressionList(engine),
+        suppressions=DbSuppressionList(engine, ledger),
     )
     container = Container(
         settings=settings,

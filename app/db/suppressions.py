@@ -7,12 +7,11 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.domain.ports import SuppressionList
+from app.domain.ports import LedgerGateway, SuppressionList
 from app.domain.suppression import Suppression
 from app.group_commit import GroupCommit
 
 from . import suppressions_repo
-from .engine import autocommit
 from .ledger.core import connection_failures_as_unavailable
 
 
@@ -22,12 +21,15 @@ class DbSuppressionList(SuppressionList):
     Every email send asks ``reason_for`` right before its provider call, so under load many
     deliveries ask at once: their addresses are looked up together, one statement for all
     that queued meanwhile (``GroupCommit``), instead of a pool checkout and a round trip
-    each. A caller still gets its answer from a statement that began after it asked.
+    each. A caller still gets its answer from a statement that began after it asked. The
+    lookup runs where the ledger runs its hot statements (``suppression_reasons``).
     """
 
-    def __init__(self, engine: AsyncEngine, *, lookups_in_flight: int = 2) -> None:
+    def __init__(
+        self, engine: AsyncEngine, ledger: LedgerGateway, *, lookups_in_flight: int = 2
+    ) -> None:
         self.engine = engine
-        self.autocommit = autocommit(engine)
+        self.ledger = ledger
         self._lookups: GroupCommit[str, str | None] = GroupCommit(
             self._reasons, key=None, max_in_flight=lookups_in_flight
         )
@@ -44,8 +46,7 @@ class DbSuppressionList(SuppressionList):
     async def _reasons(self, emails: Sequence[str]) -> list[str | None]:
         # An unreachable database is LedgerUnavailable, as for the ledger's own reads: the
         # delivery is answered "retry", never 500.
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            found = await suppressions_repo.reasons_for(conn, emails)
+        found = await self.ledger.suppression_reasons(emails)
         return [found.get(email) for email in emails]
 
     async def suppress(self, entry: Suppression, *, now: datetime) -> bool:

@@ -185,6 +185,10 @@ class LedgerGateway(Protocol):
         """Every provider's row of one (reminder, channel), by provider (failover)."""
         ...
 
+    async def suppression_reasons(self, emails: Sequence[str]) -> dict[str, str]:
+        """Which of these normalized addresses are on the suppression list, and why."""
+        ...
+
     async def hand_over(self, key: LedgerKey, *, now: datetime) -> bool:
         """Give ``key``'s (reminder, channel) to the next provider when the ledger proves
         ``key.provider`` never accepted it; False when it does not (failover)."""

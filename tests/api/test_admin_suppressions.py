@@ -10,7 +10,7 @@ from tests.api.test_admin_page import _csrf, _login
 async def test_the_page_lists_adds_and_lifts(client, container):
     """A logged-in operator sees the list and the rates, adds an address, lifts it; a
     complaint is kept until the force box is ticked; without CSRF nothing changes."""
-    await DbSuppressionList(container.engine).suppress(
+    await DbSuppressionList(container.engine, container.receiver.ledger).suppress(
         Suppression("c@example.com", SuppressionReason.COMPLAINT, source="ses"),
         now=container.clock(),
     )

@@ -8,6 +8,7 @@ import socket
 
 from app.adapters.channels.smtp import SmtpProvider
 from app.db.engine import create_engine
+from app.db.ledger import ledger_for
 from app.db.suppressions import DbSuppressionList
 from app.domain.errors import LedgerUnavailable
 from app.domain.suppression import Suppression, SuppressionReason
@@ -40,7 +41,9 @@ async def test_put_get_delete_normalizes_the_domain_part(client):
 async def test_a_complaint_is_lifted_only_with_force(client, container):
     """DELETE of a complaint answers 409 naming force=true, and lifts it with force."""
     entry = Suppression("spam@example.com", SuppressionReason.COMPLAINT, source="ses")
-    assert await DbSuppressionList(container.engine).suppress(entry, now=container.clock())
+    assert await DbSuppressionList(container.engine, container.receiver.ledger).suppress(
+        entry, now=container.clock()
+    )
     refused = await client.delete("/v1/suppressions/spam@example.com", headers=ADMIN)
     assert refused.status_code == 409 and "force=true" in refused.json()["message"]
     lifted = await client.delete("/v1/suppressions/spam@example.com?force=true", headers=ADMIN)
@@ -49,7 +52,7 @@ async def test_a_complaint_is_lifted_only_with_force(client, container):
 
 async def test_a_stronger_reason_replaces_a_weaker_one(container):
     """A complaint overwrites a bounce; a later bounce leaves the complaint in place."""
-    suppressions = DbSuppressionList(container.engine)
+    suppressions = DbSuppressionList(container.engine, container.receiver.ledger)
     now = container.clock()
     address = "x@example.com"
     assert await suppressions.suppress(
@@ -67,7 +70,7 @@ async def test_a_stronger_reason_replaces_a_weaker_one(container):
 async def test_concurrent_lookups_share_statements_and_each_gets_its_own_answer(container):
     """Forty sends asking at once: each hears about its own address only (a suppressed
     one and a clean one alike, a repeated address too), in a handful of statements."""
-    suppressions = DbSuppressionList(container.engine)
+    suppressions = DbSuppressionList(container.engine, container.receiver.ledger)
     now = container.clock()
     for n in range(0, 40, 3):
         await suppressions.suppress(
@@ -86,7 +89,7 @@ async def test_concurrent_lookups_share_statements_and_each_gets_its_own_answer(
 
 async def test_the_list_pages_by_keyset_and_filters(client, container):
     """Pages in address order with a cursor; reason and domain narrow the list."""
-    suppressions = DbSuppressionList(container.engine)
+    suppressions = DbSuppressionList(container.engine, container.receiver.ledger)
     for n in range(5):
         reason = SuppressionReason.HARD_BOUNCE if n % 2 else SuppressionReason.COMPLAINT
         domain = "a.example" if n < 3 else "b.example"
@@ -176,7 +179,7 @@ async def test_every_grouped_lookup_hears_of_an_unreachable_database():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed once the block ends: nothing listens there
     engine = create_engine(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/none")
-    suppressions = DbSuppressionList(engine)
+    suppressions = DbSuppressionList(engine, ledger_for(engine, raw_connections=2))
     try:
         answers = await asyncio.gather(
             *(suppressions.reason_for(f"u{n}@example.com") for n in range(5)),

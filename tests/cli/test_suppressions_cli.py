@@ -37,7 +37,9 @@ async def test_add_list_and_lift(cli_env):
 async def test_lifting_a_complaint_needs_force(container, cli_env):
     """lift refuses a complaint (exit 2, naming --force... as force=true) until --force."""
     entry = Suppression("c@example.org", SuppressionReason.COMPLAINT, source="postmark")
-    await DbSuppressionList(container.engine).suppress(entry, now=container.clock())
+    await DbSuppressionList(container.engine, container.receiver.ledger).suppress(
+        entry, now=container.clock()
+    )
     refused = await invoke("suppressions", "lift", "c@example.org")
     assert refused.exit_code == 2 and "force" in refused.output
     assert (await invoke("suppressions", "lift", "c@example.org", "--force")).exit_code == 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +29,7 @@ from app.domain.messages import ReminderView
 from app.domain.ports import LedgerGateway
 from app.domain.states import FINAL_SEND_STATES, SendState
 
-from .. import attempts_repo, customers_repo, dead_letters_repo
+from .. import attempts_repo, customers_repo, dead_letters_repo, suppressions_repo
 from ..engine import autocommit
 from ..failures import is_unavailable
 from . import repo
@@ -77,6 +77,12 @@ class CoreLedger(LedgerGateway):
         """The ledger row for a key, if any."""
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
             return await repo.get_send_record(conn, key)
+
+    async def suppression_reasons(self, emails: Sequence[str]) -> dict[str, str]:
+        """Which of these normalized addresses are suppressed, and why (one statement): the
+        suppression list's lookups, on the path of every email send."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            return await suppressions_repo.reasons_for(conn, emails)
 
     async def channel_rows(self, reminder_id: str, channel: str) -> dict[str, ProviderRow]:
         """Every provider's row of one (reminder, channel), by provider (failover)."""

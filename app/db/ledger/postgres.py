@@ -42,6 +42,7 @@ from .postgres_sql import (
     RECORD_OUTCOMES,
     RELEASE,
     SETTLE,
+    SUPPRESSION_REASONS,
     claim_args,
     finalize_statement,
     guarded_claim,
@@ -247,6 +248,12 @@ class PgLedger(CoreLedger):
                 reminder_id=reminder.id, channel_count=len(reminder.channels), now=now
             )
             await self._fetchrow(SETTLE.sql, *args)
+
+    async def suppression_reasons(self, emails: Sequence[str]) -> dict[str, str]:
+        """``CoreLedger.suppression_reasons`` on the raw pool (no checkout ping, no greenlet:
+        a third of the lookups' cost in a profile of serve)."""
+        rows = await self._fetch(SUPPRESSION_REASONS, list(emails))
+        return {row["email"]: row["reason"] for row in rows}
 
     async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         rows = await self._fetch(query, *args)

@@ -229,6 +229,9 @@ SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done)
 """
 
 
+# ``suppressions_repo.reasons_for`` for an array of normalized addresses.
+SUPPRESSION_REASONS = "SELECT email, reason FROM suppressions WHERE email = ANY($1::text[])"
+
 # The attempts' outcomes (``attempts_repo``), many rows per statement (group commit).
 # Written once: an attempt that has an outcome keeps it (``attempts_repo.record_outcome``).
 RECORD_OUTCOMES = """
