@@ -13,11 +13,13 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import SecretStr
+from sqlalchemy import select
 
 from app.adapters.channels.http import SharedHttp
 from app.adapters.channels.postmark import PostmarkProvider
 from app.adapters.email_events.ses import SesEvents
 from app.adapters.queues.sns.push_format import CertificateStore, SnsPushFormat
+from app.db.deliverability_tables import email_events
 from app.domain.messages import SendResult
 from tests.conftest import make_settings
 from tests.support import email_events as ev
@@ -68,6 +70,13 @@ async def sent_email(client, publisher, clock, provider, reminder_id: str, messa
 async def suppression(client, email: str) -> dict | None:
     response = await client.get(f"/v1/suppressions/{email}", headers=ADMIN)
     return response.json() if response.status_code == 200 else None
+
+
+async def stored_events(container) -> list[dict]:
+    """Every row of email_events (what the intake kept)."""
+    async with container.engine.connect() as conn:
+        rows = await conn.execute(select(email_events).order_by(email_events.c.id))
+        return [dict(row._mapping) for row in rows]
 
 
 async def test_resend_delivery_sets_the_send_records_status(client, publisher, clock, provider):
@@ -174,30 +183,38 @@ async def test_ses_complaint_through_sns_suppresses(client, publisher, clock, pr
 
 
 @pytest.mark.parametrize("provider_name", ["resend", "sendgrid", "postmark", "ses"])
-async def test_forged_events_are_refused_and_change_nothing(client, sns_host, clock, provider_name):
-    """Each provider's post signed with the wrong key (or wrong credentials): 401, nothing
-    recorded, nothing suppressed."""
-    email = "victim@example.com"
+async def test_forged_events_are_refused_and_change_nothing(
+    client, container, publisher, clock, provider, sns_host, provider_name
+):
+    """Each provider's post about a message we sent, signed with the wrong key (or with
+    wrong credentials): 401, and nothing changed: no event row, no delivery status on the
+    send record, no suppression."""
     clock.set(datetime.now(UTC))
+    email = await sent_email(client, publisher, clock, provider, "r:forged", "msg-forged")
     if provider_name == "resend":
         forged = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="
         raw, headers = ev.resend_post(
-            ev.resend_event("email.complained", email_id="x", to=email), secret=forged
+            ev.resend_event("email.complained", email_id="msg-forged", to=email), secret=forged
         )
     elif provider_name == "sendgrid":
         other = ec.generate_private_key(ec.SECP256R1())
         raw, headers = ev.sendgrid_post(
-            [ev.sendgrid_event("spamreport", message_id="x", email=email)], key=other
+            [ev.sendgrid_event("spamreport", message_id="msg-forged", email=email)], key=other
         )
     elif provider_name == "postmark":
-        raw = orjson.dumps(ev.postmark_bounce("x", email))
+        raw = orjson.dumps(ev.postmark_bounce("msg-forged", email))
         headers = ev.postmark_headers(password="guessed")
     else:
-        note = sns_host.notification(ev.ses_complaint("x", email), at=clock.now)
+        note = sns_host.notification(ev.ses_complaint("msg-forged", email), at=clock.now)
         note["Message"] = note["Message"].replace("abuse", "fraud")  # tampered after signing
         raw, headers = body(note), {}
     answer = await client.post(f"/events/email/{provider_name}", content=raw, headers=headers)
     assert answer.status_code == 401
+    assert await stored_events(container) == []
+    [record] = (await get_reminder(client, "r:forged"))["send_records"]
+    assert record["provider_request_id"] == "msg-forged"
+    assert record["delivery_status"] is None and record["delivery_status_at"] is None
+    assert record["delivery_detail"] is None
     assert await suppression(client, email) is None
     page = (await client.get("/v1/suppressions", headers=ADMIN)).json()
     assert page["items"] == []
@@ -245,3 +262,127 @@ async def test_a_postmark_send_is_matched_by_the_message_id_postmark_gave(
     assert answer.json()["matched"] == 1
     [record] = (await get_reminder(client, "r:native"))["send_records"]
     assert record["delivery_status"] == "bounced"
+
+
+# --- Header names, event mappings, malformed and unknown ------------------------------------
+
+
+async def test_resend_accepts_the_standard_webhooks_header_names(
+    client, container, publisher, clock, provider
+):
+    """``webhook-id`` / ``-timestamp`` / ``-signature`` verify like the ``svix-*`` names;
+    the ``webhook-id`` names the event, so its repeat changes nothing."""
+    email = await sent_email(client, publisher, clock, provider, "r:wh", "5a1f0c3e-wh")
+    bounce = ev.resend_event(
+        "email.bounced", email_id="5a1f0c3e-wh", to=email,
+        bounce={"message": "550 5.1.1 no such user", "subType": "General", "type": "Permanent"},
+    )  # fmt: skip
+    raw = orjson.dumps(bounce)
+    headers = ev.resend_headers(raw, "msg_2x9webhook", prefix="webhook")
+    assert not any(name.startswith("svix-") for name in headers)
+    first = await client.post("/events/email/resend", content=raw, headers=headers)
+    again = await client.post("/events/email/resend", content=raw, headers=headers)
+    assert first.json() == {"received": 1, "new": 1, "matched": 1, "suppressed": 1}
+    assert again.json() == {"received": 1, "new": 0, "matched": 0, "suppressed": 0}
+    assert (await suppression(client, email))["source_event_id"] == "msg_2x9webhook"
+    [stored] = await stored_events(container)
+    assert stored["event_id"] == "msg_2x9webhook" and stored["kind"] == "hard_bounce"
+    tampered = {**headers, "webhook-signature": ev.resend_headers(b"{}", "msg_2x9webhook")[
+        "svix-signature"]}  # fmt: skip
+    refused = await client.post("/events/email/resend", content=raw, headers=tampered)
+    assert refused.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "kind", "detail"),
+    [
+        ("sendgrid:bounce_blocked", "bounced", "soft_bounce", "blocked 5.7.1"),
+        ("sendgrid:dropped", "bounced", "hard_bounce", "Bounced Address"),
+        ("sendgrid:deferred", "deferred", "deferred", "400 try again later"),
+        ("resend:email.delivery_delayed", "deferred", "deferred", None),
+        ("ses:Transient", "bounced", "soft_bounce", "Transient/MailboxFull"),
+    ],
+)
+async def test_each_documented_event_sets_its_status_and_suppresses_only_hard_bounces(
+    client, container, publisher, clock, provider, sns_host, case, status, kind, detail
+):
+    """A blocked SendGrid bounce, a deferral, Resend's delivery delay and an SES Transient
+    bounce set the record's status and suppress nothing (one soft bounce is under the
+    limit); SendGrid's ``dropped`` for a bounced address is a hard bounce and suppresses."""
+    clock.set(datetime.now(UTC))  # SNS signatures are checked against the current time
+    source, name = case.split(":")
+    email = await sent_email(client, publisher, clock, provider, f"r:{name}", f"{name}-id-1")
+    if source == "sendgrid":
+        raw, headers = ev.sendgrid_post([ev.sendgrid_documented(name, f"{name}-id-1", email)])
+    elif source == "resend":
+        raw = orjson.dumps(ev.resend_delivery_delayed(f"{name}-id-1", email))
+        headers = ev.resend_headers(raw, "msg_delayed_1")
+    else:
+        note = sns_host.notification(ev.ses_transient_bounce(f"{name}-id-1", email), at=clock.now)
+        raw, headers = body(note), {}
+    answer = await client.post(f"/events/email/{source}", content=raw, headers=headers)
+    hard = kind == "hard_bounce"
+    assert answer.json() == {"received": 1, "new": 1, "matched": 1, "suppressed": int(hard)}
+    [record] = (await get_reminder(client, f"r:{name}"))["send_records"]
+    assert record["delivery_status"] == status
+    assert detail is None or detail in record["delivery_detail"]
+    [stored] = await stored_events(container)
+    assert stored["kind"] == kind and stored["send_record_id"] is not None
+    shown = await suppression(client, email)
+    assert (shown["reason"] if shown else None) == ("hard_bounce" if hard else None)
+
+
+def sns_signed(sns_host, message: str, at: datetime) -> bytes:
+    """An authentic SNS notification on the SES topic whose ``Message`` is ``message``."""
+    note = sns_host.notification({}, at=at)
+    unsigned = {k: v for k, v in note.items() if k not in ("Signature", "SignatureVersion",
+                                                          "SigningCertURL")}  # fmt: skip
+    return body(sns_host.sign({**unsigned, "Message": message}))
+
+
+@pytest.mark.parametrize("provider_name", ["resend", "postmark", "ses"])
+@pytest.mark.parametrize("shape", ["not_json", "wrong_shape"])
+async def test_an_authentic_malformed_body_is_400_and_stores_nothing(
+    client, container, sns_host, clock, provider_name, shape
+):
+    """Authentic (signed or with the right credentials) but not the documented body: 400
+    ``malformed_event``, never a 5xx, nothing stored."""
+    clock.set(datetime.now(UTC))
+    raw = b"<html>not json</html>" if shape == "not_json" else b'[{"RecordType": "Bounce"}]'
+    if provider_name == "resend":
+        headers = ev.resend_headers(raw, "msg_malformed")
+    elif provider_name == "postmark":
+        headers = ev.postmark_headers()
+    else:  # SNS's envelope is authentic; the SES notification inside it is not
+        raw, headers = sns_signed(sns_host, raw.decode(), clock.now), {}
+    answer = await client.post(f"/events/email/{provider_name}", content=raw, headers=headers)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == "malformed_event"
+    assert await stored_events(container) == []
+
+
+@pytest.mark.parametrize("provider_name", ["resend", "postmark", "ses"])
+async def test_an_authentic_event_about_an_unknown_message_is_accepted(
+    client, container, sns_host, clock, provider_name
+):
+    """A delivery report naming a message we never sent: 200 (the provider must not retry
+    it), kept unmatched, no suppression."""
+    clock.set(datetime.now(UTC))
+    email = "stranger@example.com"
+    if provider_name == "resend":
+        raw = orjson.dumps(ev.resend_event("email.delivered", email_id="never-sent-1", to=email))
+        headers = ev.resend_headers(raw, "msg_unknown_1")
+    elif provider_name == "postmark":
+        raw, headers = (
+            orjson.dumps(ev.postmark_delivery("never-sent-1", email)),
+            ev.postmark_headers(),
+        )
+    else:
+        delivery = ev.ses_delivery("never-sent-1", email)
+        raw, headers = body(sns_host.notification(delivery, at=clock.now)), {}
+    answer = await client.post(f"/events/email/{provider_name}", content=raw, headers=headers)
+    assert answer.status_code == 200
+    assert answer.json() == {"received": 1, "new": 1, "matched": 0, "suppressed": 0}
+    [stored] = await stored_events(container)
+    assert stored["send_record_id"] is None and stored["provider_message_id"] == "never-sent-1"
+    assert await suppression(client, email) is None

@@ -6,12 +6,18 @@ import asyncio
 import dataclasses
 import socket
 
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
+
 from app.adapters.channels.smtp import SmtpProvider
+from app.adapters.email_events.postmark import PostmarkEvents
 from app.db.engine import create_engine
 from app.db.ledger import ledger_for
 from app.db.suppressions import DbSuppressionList
 from app.domain.errors import LedgerUnavailable
 from app.domain.suppression import Suppression, SuppressionReason
+from tests.support import email_events as ev
 from tests.support.channel_servers import smtp_server
 from tests.support.dead_letters import ADMIN, publish_reminder
 from tests.support.flow import API, CRON, get_reminder, push_message, scrape
@@ -188,3 +194,38 @@ async def test_every_grouped_lookup_hears_of_an_unreachable_database():
     finally:
         await engine.dispose()
     assert all(isinstance(answer, LedgerUnavailable) for answer in answers), answers
+
+
+def _sample(text: str, name: str, labels: dict[str, str]) -> float:
+    """One sample of a scrape (0 when absent: a counter not yet incremented)."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
+async def test_metrics_count_new_events_by_provider_and_kind(client, container):
+    """reminders_email_events_total counts each new event under its provider and kind;
+    a repeat of an event already received is not counted again."""
+    container.event_sources = {
+        "postmark": PostmarkEvents(ev.POSTMARK_USER, SecretStr(ev.POSTMARK_PASSWORD))
+    }
+    name = "reminders_email_events_total"
+    bounce = {"provider": "postmark", "kind": "hard_bounce"}
+    delivered = {"provider": "postmark", "kind": "delivered"}
+    before = await scrape(client)
+    posts = [
+        ev.postmark_delivery("pm-metrics-1", "first@example.com"),
+        ev.postmark_bounce("pm-metrics-2", "second@example.com", record_id=7001),
+        ev.postmark_bounce("pm-metrics-2", "second@example.com", record_id=7001),  # a repeat
+    ]
+    for record in posts:
+        answer = await client.post(
+            "/events/email/postmark", content=orjson.dumps(record), headers=ev.postmark_headers()
+        )
+        assert answer.status_code == 200
+    after = await scrape(client)
+    assert _sample(after, name, bounce) - _sample(before, name, bounce) == 1
+    assert _sample(after, name, delivered) - _sample(before, name, delivered) == 1
+    assert 'reminders_suppressions{reason="hard_bounce"} 1.0' in after

@@ -60,6 +60,37 @@ def resend_post(
     return raw, headers
 
 
+def resend_headers(raw: bytes, msg_id: str, *, prefix: str = "svix") -> dict[str, str]:
+    """Headers Resend sends with ``raw``, signed with the standardwebhooks library under
+    the ``svix-*`` or the Standard Webhooks ``webhook-*`` names."""
+    at = datetime.fromtimestamp(int(time.time()), UTC)
+    signature = Webhook(RESEND_SECRET).sign(msg_id, at, raw.decode())
+    return {
+        f"{prefix}-id": msg_id,
+        f"{prefix}-timestamp": str(int(at.timestamp())),
+        f"{prefix}-signature": signature,
+        "content-type": "application/json",
+    }
+
+
+def resend_delivery_delayed(message_id: str, email: str) -> dict[str, Any]:
+    """Resend's documented ``email.delivery_delayed`` body."""
+    return {
+        "type": "email.delivery_delayed",
+        "created_at": "2026-12-01T09:00:00.000Z",
+        "data": {
+            "broadcast_id": "8b146471-e88e-4322-86af-016cd36fd216",
+            "created_at": "2026-12-01T08:59:58.894719+00:00",
+            "email_id": message_id,
+            "from": "Reminders <reminders@example.com>",
+            "to": [email],
+            "subject": "Your weekly digest",
+            "template_id": "43f68331-0622-4e15-8202-246a0388854b",
+            "tags": {"category": "confirm_email"},
+        },
+    }
+
+
 # --- SendGrid ------------------------------------------------------------------------------
 
 
@@ -106,6 +137,24 @@ def sendgrid_post(
         "content-type": "application/json",
     }
     return raw, headers
+
+
+def sendgrid_documented(kind: str, message_id: str, email: str) -> dict[str, Any]:
+    """SendGrid's Event Webhook reference examples of ``kind``, about our message."""
+    fields = {
+        "bounce_blocked": {
+            "event": "bounce", "type": "blocked", "bounce_classification": "Technical",
+            "reason": "550 5.7.1 Service unavailable; client host blocked using spamhaus",
+            "status": "5.7.1",
+        },
+        "dropped": {"event": "dropped", "reason": "Bounced Address", "status": "5.0.0"},
+        "deferred": {
+            "event": "deferred", "domain": "example.com", "from": "reminders@example.com",
+            "ip": "168.1.1.1", "response": "400 try again later", "tls": 0, "attempt": "5",
+        },
+    }[kind]  # fmt: skip
+    name = fields.pop("event")
+    return sendgrid_event(name, message_id=message_id, email=email, **fields)
 
 
 # --- Postmark ------------------------------------------------------------------------------
@@ -200,6 +249,30 @@ def ses_bounce(message_id: str, email: str, *, bounce_type: str = "Permanent") -
         },
         "mail": _ses_mail(message_id, email),
     }
+
+
+def ses_transient_bounce(message_id: str, email: str) -> dict[str, Any]:
+    """An SES ``Bounce`` notification of ``bounceType`` Transient (a full mailbox)."""
+    notification = ses_bounce(message_id, email, bounce_type="Transient")
+    notification["bounce"]["bounceSubType"] = "MailboxFull"
+    notification["bounce"]["bouncedRecipients"] = [{
+        "emailAddress": email, "action": "failed", "status": "4.2.2",
+        "diagnosticCode": "smtp; 452 4.2.2 The email account that you tried to reach is over quota",
+    }]  # fmt: skip
+    return notification
+
+
+def ses_delivery(message_id: str, email: str) -> dict[str, Any]:
+    """An SES delivery notification (``notificationType``)."""
+    return {
+        "notificationType": "Delivery",
+        "mail": _ses_mail(message_id, email),
+        "delivery": {
+            "timestamp": "2026-12-01T09:00:01.000Z", "processingTimeMillis": 546,
+            "recipients": [email], "smtpResponse": "250 ok:  Message 64111812 accepted",
+            "remoteMtaIp": "127.0.2.0", "reportingMTA": "a8-70.smtp-out.amazonses.com",
+        },
+    }  # fmt: skip
 
 
 def _ses_mail(message_id: str, email: str) -> dict[str, Any]:

@@ -7,15 +7,17 @@ whose event destinations publish bounces, complaints and deliveries (docs/delive
 SES's ``MessageId`` is stored as ``provider_request_id``; its notifications name it in
 ``mail.messageId``. aiobotocore is imported when the first email is sent.
 
-Classification, from the SES v2 API reference: ``TooManyRequestsException``,
-``LimitExceededException`` and ``Throttling`` are rate limited; ``SendingPausedException``,
+Classification, from the SES v2 API reference: ``ThrottlingException`` (sending rate or
+daily quota exceeded, answered with HTTP 400), ``TooManyRequestsException``,
+``LimitExceededException`` and ``Throttling`` are rate limited (SES sends no Retry-After: the
+retry policy's backoff sets the delay); ``SendingPausedException``,
 ``AccountSuspendedException``, ``MailFromDomainNotVerifiedException`` and ``NotFoundException``
 (a missing configuration set) are our account's or configuration's state: transient
 ``provider_account``, waiting for a fix; other 5xx transient; ``MessageRejected`` and
 ``BadRequestException`` (and other 4xx) permanent.
 
 Unknown outcome: ``SendEmail`` takes **no idempotency key**. botocore's own retries are off
-(``max_attempts`` 1): a retry after a read timeout could send twice behind our back. A read
+(``total_max_attempts`` 1): a retry after a read timeout could send twice behind our back. A read
 timeout or dropped connection after the request was sent is ``unknown_outcome``.
 """
 
@@ -37,7 +39,11 @@ from app.domain.messages import RenderedMessage, SendResult
 
 from .mime import SMTP_POLICY, build_email, require_email_recipient
 
-_THROTTLED = frozenset({"TooManyRequestsException", "LimitExceededException", "Throttling"})
+# ThrottlingException is what SES v2 answers past the sending rate or the daily quota (its
+# quota docs); "Throttling" is the same refusal's name in the v1 Query API.
+_THROTTLED = frozenset(
+    {"ThrottlingException", "TooManyRequestsException", "LimitExceededException", "Throttling"}
+)
 _ACCOUNT = frozenset(
     {
         "SendingPausedException",
@@ -102,7 +108,9 @@ class SesProvider:
                         "REMINDERS_EMAIL_PROVIDER=ses needs: pip install 'reminder-relay[aws]'"
                     ) from error
                 config = AioConfig(
-                    retries={"max_attempts": 1, "mode": "standard"},
+                    # total_max_attempts counts the first request: 1 means no retry at all.
+                    # (botocore's max_attempts counts retries: 1 there would resend once.)
+                    retries={"total_max_attempts": 1, "mode": "standard"},
                     connect_timeout=timeout / 2,
                     read_timeout=timeout,
                 )
