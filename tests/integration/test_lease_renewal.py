@@ -12,7 +12,9 @@ import dataclasses
 
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy import select
 
+from app.db.tables import send_attempts
 from app.domain.messages import SendResult
 from tests.integration.test_leases import message
 from tests.support.flow import push_message
@@ -109,3 +111,30 @@ async def test_a_stalled_send_that_outlived_its_lease_says_so_and_is_fenced_off(
     assert (answer_a.status_code, answer_a.json()["outcome"]) == (503, "busy")
     [row] = await send_record_rows(container.engine)
     assert (row["state"], row["provider_request_id"]) == ("sent", "from-B")
+
+
+async def test_a_refused_renewal_cuts_the_call_in_flight_short_as_unknown_outcome(
+    client, container, clock, provider, message, ticks
+):
+    """A's provider never answers. Once another worker has taken the row over, A's next
+    renewal is refused: A's call is cancelled then and there (not awaited to its end), and
+    its attempt is recorded ``unknown_outcome`` with the provider called (the request had
+    left), beside B's ``sent``."""
+    provider.script = [SendResult("from-B")]
+    provider.gate = asyncio.Event()  # never set: A's call hangs
+    worker_a = asyncio.create_task(push_message(client, message))
+    await provider.entered.wait()
+    provider.gate = None
+    clock.advance(seconds=61)
+    answer_b = await push_message(client, message)
+    assert (answer_b.json()["outcome"], answer_b.json()["attempt"]) == ("sent", 2)
+    await ticks.tick()
+    answer_a = await asyncio.wait_for(worker_a, timeout=10)
+    assert (answer_a.status_code, answer_a.json()["outcome"]) == (503, "busy")
+    async with container.engine.connect() as conn:
+        rows = await conn.execute(
+            select(
+                send_attempts.c.attempt, send_attempts.c.outcome, send_attempts.c.provider_called
+            ).order_by(send_attempts.c.attempt)
+        )
+        assert [tuple(row) for row in rows] == [(1, "unknown_outcome", True), (2, "sent", True)]
