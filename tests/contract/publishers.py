@@ -207,6 +207,13 @@ def _google_case(name: str) -> PublisherCase:
     return PublisherCase(name, getattr(google_publishers, f"{name}_publisher"))
 
 
+def _pull_case(name: str) -> PublisherCase:
+    # Imported late, like the Google factories.
+    from tests.contract import pull_publishers
+
+    return PublisherCase(name, getattr(pull_publishers, f"{name}_publisher"))
+
+
 PUBLISHER_FACTORIES: list[PublisherCase] = [
     PublisherCase("memory", memory_publisher),
     PublisherCase("embedded", embedded_publisher),
@@ -215,4 +222,6 @@ PUBLISHER_FACTORIES: list[PublisherCase] = [
     PublisherCase("qstash", qstash_publisher),
     _google_case("cloudtasks"),
     _google_case("pubsub"),
+    _pull_case("sqs"),
+    _pull_case("rabbitmq"),
 ]

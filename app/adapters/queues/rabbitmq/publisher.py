@@ -4,7 +4,7 @@ A publish returns only after the broker confirmed the message (a quorum queue co
 a majority has it on disk); a batch is published concurrently on one channel and confirmed
 as a whole. RabbitMQ does not deduplicate: a republish with the same key is a second
 message, which the ledger answers ``duplicate``. The idempotency key is the AMQP
-``message_id``, and the id we return.
+``message_id``, and the id we return (hashed when longer than AMQP allows).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from app.domain.messages import OutgoingMessage
 from app.domain.queueing import check_publishable
 
 from .topology import buckets
-from .wire import confirmed_channel, connect, encode, send
+from .wire import amqp_message_id, confirmed_channel, connect, encode, send
 
 
 class RabbitPublisher:
@@ -55,22 +55,23 @@ class RabbitPublisher:
             check_publishable(message, max_delay_seconds=self.max_delay_seconds)
         channel = await self._open()
         now = self._clock()
+        ids = [amqp_message_id(message.idempotency_key) for message in messages]
         await asyncio.gather(
             *(
                 send(
                     channel,
                     message.queue,
                     encode(message.payload),
-                    message_id=message.idempotency_key,
+                    message_id=message_id,
                     not_before=now + message.delay_seconds,
                     attempt=1,
                     now=now,
                     buckets=self._buckets,
                 )
-                for message in messages
+                for message, message_id in zip(messages, ids, strict=True)
             )
         )
-        return [message.idempotency_key for message in messages]
+        return ids
 
     async def _open(self) -> AbstractChannel:
         async with self._lock:

@@ -7,6 +7,7 @@ RabbitMQ queue is configured (the settings name the extra when it is missing).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,15 @@ from app.domain.errors import PublishError, QueueUnavailable
 from .topology import ATTEMPT, MILLIS, NOT_BEFORE, route
 
 SETUP_HINT = "run `reminders setup --queue rabbitmq`"
+_MAX_MESSAGE_ID_BYTES = 255  # an AMQP short string
+
+
+def amqp_message_id(idempotency_key: str) -> str:
+    """The AMQP ``message_id`` of a key: the key itself when it fits a short string, else
+    its SHA-256 (same key, same id). Keys may be 400 characters; AMQP takes 255 bytes."""
+    if len(idempotency_key.encode()) <= _MAX_MESSAGE_ID_BYTES:
+        return idempotency_key
+    return hashlib.sha256(idempotency_key.encode()).hexdigest()
 
 
 async def connect(

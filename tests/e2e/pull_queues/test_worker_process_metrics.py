@@ -1,0 +1,82 @@
+"""``reminders worker`` as a real process, with ``PROMETHEUS_MULTIPROC_DIR`` set as in the
+image: its per-queue metrics land in that directory, where ``serve``'s ``/metrics`` in the
+same container merges them. Read here the way that merge reads them."""
+
+from __future__ import annotations
+
+import signal
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from tests.e2e.processes import REMINDERS, Process, service_env, wait_until
+from tests.support.flow import put_customer, put_reminder, sweep
+from tests.support.pull_queues import broker_publisher
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
+
+COUNT = 5
+
+
+@pytest.fixture
+async def publisher(pull_queue, settings):
+    """The real publisher of the kind, so the sweep publishes into the broker."""
+    from app.adapters.queues.registry import close_publisher
+
+    built = broker_publisher(pull_queue, settings)
+    yield built
+    await close_publisher(built)
+
+
+def worker_series(directory: Path, queue: str) -> dict[str, float]:
+    """The worker's series of one queue in the shared metrics directory: each event's
+    count (summed over processes) and the backlog."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))
+    found: dict[str, float] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.labels.get("queue") != queue:
+                continue
+            if sample.name == "reminders_worker_messages_total":
+                event = sample.labels["event"]
+                found[event] = found.get(event, 0.0) + sample.value
+            elif sample.name == "reminders_worker_queue_backlog":
+                found["backlog"] = sample.value
+    return found
+
+
+async def test_worker_process_metrics_reach_the_shared_metrics_directory(
+    pull_queue, client, clock, settings, ledger, processes, tmp_path
+):
+    """Five reminders through a worker process: received 5, acked 5, backlog 0."""
+    kind, queue, variables = pull_queue
+    clock.set(datetime.now(UTC))  # the worker runs on the real clock
+    await put_customer(client, "cust_1")
+    for n in range(COUNT):
+        await put_reminder(client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now)
+    assert (await sweep(client))["messages"] == COUNT
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    env = service_env(
+        settings.database_url, tmp_path / "worker-outbox", REMINDERS_QUEUE=kind,
+        REMINDERS_QUEUE_NAME=queue, REMINDERS_WEBHOOK_PROVIDER="outbox",
+        PROMETHEUS_MULTIPROC_DIR=str(metrics), **variables,
+    )  # fmt: skip
+    worker = Process([REMINDERS, "worker"], env, tmp_path / "worker.log").start()
+    processes.append(worker)
+
+    async def settled() -> bool:
+        series = worker_series(metrics, queue)
+        return series.get("acked") == COUNT and series.get("backlog") == 0
+
+    await wait_until(settled, timeout=120, what="5 acked, backlog 0", processes=(worker,))
+    worker.signal(signal.SIGTERM)
+    assert await worker.wait_exit(30) == 0, worker.output()
+    assert await ledger.sent() == COUNT
+    series = worker_series(metrics, queue)
+    assert (series["received"], series["acked"], series["backlog"]) == (COUNT, COUNT, 0)
+    assert "nacked" not in series and "failed" not in series
