@@ -8,7 +8,8 @@
 #   migrate   apply Alembic migrations up to head, then exit
 #   sweep     one sweep now (what the cron's POST /cron/sweep does), then exit
 #   dispatch  the embedded queue's dispatcher, until SIGTERM
-#   worker    the Infrai pull worker, until SIGTERM
+#   worker    the pull worker (Infrai, SQS, RabbitMQ), until SIGTERM; its own /metrics
+#             on REMINDERS_WORKER_METRICS_PORT when no serve shares its metrics directory
 #   reminders any other `reminders` command, e.g. `reminders dead-letters list`
 set -euo pipefail
 

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from app.adapters.queues.consumers import build_consumer
 from app.adapters.queues.kinds import KINDS_BY_NAME
+from app.api.worker_metrics import serving_worker_metrics
 from app.cli.common import command_container, fail, load_settings
 from app.domain.errors import ConfigError
 from app.domain.retry import BackoffPolicy
@@ -91,6 +92,7 @@ async def _run_worker(settings: Settings, kind: str, config: PullWorkerConfig) -
             consumer = build_consumer(kind, settings, container.http)
         except ConfigError as error:
             fail(str(error))
-        return await run_pull_worker(
-            container.receiver, consumer, config, stop=stop, rand=container.receiver.rand
-        )
+        async with serving_worker_metrics(container):
+            return await run_pull_worker(
+                container.receiver, consumer, config, stop=stop, rand=container.receiver.rand
+            )

@@ -26,6 +26,11 @@ class WorkerSettings(BaseSettings):
     visibility_timeout_seconds: int = Field(default=0, ge=0, le=43200)
     # A queue that cannot be reached is called again after a jittered backoff up to this.
     reconnect_max_seconds: float = Field(default=30.0, gt=0)
+    # The worker's own GET /metrics (0: none). A worker beside `serve` in one container
+    # shares its metrics through PROMETHEUS_MULTIPROC_DIR instead; one that runs alone
+    # needs this to be scraped.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
 
     def visibility_timeout(self, lease_seconds: float) -> int:
         """The queue lease to ask for: configured, else twice the claim lease."""
