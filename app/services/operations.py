@@ -14,8 +14,16 @@ from app.domain.redrive import DeadLetterFilter, SendFilter
 from app.domain.states import DeliverySummary, SendState
 
 from . import activity, dead_letters, discard, reminders
+from .audit import INVARIANTS, AuditLimits, AuditReport
 
 WINDOWS = (("1h", timedelta(hours=1)), ("24h", timedelta(days=1)), ("7d", timedelta(days=7)))
+# The audit's checks for a customer who may have got a message twice (app/services/audit.py).
+DOUBLE_SEND_CHECKS = (
+    "provider_called_twice",
+    "reclaimed_without_outcome",
+    "accepted_by_two_providers",
+)
+EXAMPLES_SHOWN = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +72,25 @@ async def outcome_windows(conn: AsyncConnection, *, now: datetime) -> dict[str, 
     return {"windows": columns, "rows": rows}
 
 
+def double_sends(audit: AuditReport | None, age_seconds: float | None) -> dict[str, Any]:
+    """The audit's double-send checks as the admin page shows them, from the last audit the
+    metrics task ran (never a new one: on a large ledger the audit is too heavy to run on
+    every refresh of the page). ``checks`` is None before its first reading."""
+    if audit is None:
+        return {"checks": None, "age_seconds": age_seconds}
+    checks = [
+        {
+            "name": name,
+            "description": INVARIANTS[name],
+            "count": len(audit.violations.get(name, [])),
+            "examples": audit.violations.get(name, [])[:EXAMPLES_SHOWN],
+            "capped": len(audit.violations.get(name, [])) >= AuditLimits().limit,  # at least
+        }
+        for name in DOUBLE_SEND_CHECKS
+    ]
+    return {"checks": checks, "age_seconds": age_seconds, "checked_at": audit.checked_at}
+
+
 async def overview(
     conn: AsyncConnection,
     *,
@@ -71,9 +98,11 @@ async def overview(
     limit: int = 50,
     letters_cursor: str | None = None,
     sends_cursor: str | None = None,
+    audit: AuditReport | None = None,
+    audit_age_seconds: float | None = None,
 ) -> dict[str, Any]:
     """Everything the admin page's front shows, in one read (dead letters and recent sends
-    one page each, from the given cursors)."""
+    one page each, from the given cursors); ``audit``: the metrics task's last audit."""
     open_letters = await dead_letters.list_dead_letters(
         conn, DeadLetterFilter(), now=now, cursor=letters_cursor, limit=limit
     )
@@ -96,6 +125,7 @@ async def overview(
         "terminal": terminal.items,
         "broken_schedules": await schedules_repo.list_broken(conn, limit=limit),
         "figures": await ledger_figures(conn, now=now),
+        "double_sends": double_sends(audit, audit_age_seconds),
     }
 
 

@@ -3,11 +3,18 @@
 import re
 
 import httpx
+import pytest
 
+from app.domain.ledger import Claimant
 from app.services import audit
+from tests.integration.test_leases import LEASE, message
+from tests.integration.test_send_attempts import KEY, plant_double
 from tests.support.dead_letters import ADMIN, ADMIN_TOKEN, admin_post, exhaust, publish_reminder
 from tests.support.flow import get_reminder, push, push_message, put_customer, put_reminder, scrape
+from tests.support.ledger_states import NOW
 from tests.support.push import envelope
+
+__all__ = ["message"]
 
 
 async def _login(client: httpx.AsyncClient) -> dict[str, str]:
@@ -348,3 +355,68 @@ async def test_bad_parameters_and_refusals_are_html_pages_not_json(client):
         assert response.headers["x-frame-options"] == "DENY"
     json_api = await client.get("/v1/dead-letters", params={"cursor": "x"}, headers=ADMIN)
     assert json_api.headers["content-type"] == "application/json"
+
+
+def _double_send_rows(html: str) -> dict[str, tuple[str, str, str]]:
+    """Each double-send check on the page: (row class, count, examples cell)."""
+    rows = re.findall(
+        r'<tr data-check="(\w+)" class="(\w+)">.*?data-count="(\d+)".*?</td>\s*<td>(.*?)</td>',
+        html,
+        re.S,
+    )
+    return {name: (cls, count, examples) for name, cls, count, examples in rows}
+
+
+async def test_the_page_shows_no_double_send_on_a_clean_ledger(client, container, clock):
+    """Before the metrics task's first reading the section says so; after it every
+    double-send check is 0, green, with no examples."""
+    clock.set(NOW)
+    headers = await _login(client)
+    before = (await client.get("/admin", headers=headers)).text
+    assert 'id="double-sends"' in before and "not checked yet" in before
+    await container.ledger_metrics.refresh()  # the background task's reading (no lifespan)
+    rows = _double_send_rows((await client.get("/admin/live", headers=headers)).text)
+    assert set(rows) == {"provider_called_twice", "reclaimed_without_outcome",
+                         "accepted_by_two_providers"}  # fmt: skip
+    assert all(row == ("ok", "0", "none") for row in rows.values()), rows
+
+
+async def test_the_page_shows_a_planted_double_send_and_a_reclaim_without_outcome(
+    client, container, clock, message
+):
+    """Before: the doubles were only in /v1/audit, ``reminders audit`` and the metrics. Now
+    the page shows each check's count and ids, red: a provider accepting two attempts of one
+    send, and a redelivery taking over a send whose first worker vanished without an
+    outcome (it may have called the provider)."""
+    await plant_double(container)
+    await container.receiver.ledger.claim_or_read(
+        KEY, now=clock.now, lease_until=clock.now + LEASE, claimant=Claimant("gone:1")
+    )
+    clock.advance(seconds=LEASE.total_seconds() + 1)
+    assert (await push_message(client, message)).json()["outcome"] == "sent"
+    await container.ledger_metrics.refresh()
+
+    headers = await _login(client)
+    rows = _double_send_rows((await client.get("/admin", headers=headers)).text)
+    assert rows["provider_called_twice"][:2] == ("error", "1")
+    assert "twice:email:smtp" in rows["provider_called_twice"][2]
+    assert rows["reclaimed_without_outcome"][:2] == ("error", "1")
+    assert "r1:email:scripted:2" in rows["reclaimed_without_outcome"][2]
+    assert rows["accepted_by_two_providers"] == ("ok", "0", "none")
+
+
+@pytest.mark.parametrize("path", ["/admin", "/admin/live"])
+async def test_the_page_reads_the_audit_from_the_metrics_snapshot_only(
+    client, container, clock, path
+):
+    """A double planted after the last reading shows at the next reading, not before: the
+    page never runs the audit itself (too heavy per refresh on a large ledger)."""
+    clock.set(NOW)
+    headers = await _login(client)
+    await container.ledger_metrics.refresh()
+    await plant_double(container)
+    stale = _double_send_rows((await client.get(path, headers=headers)).text)
+    assert stale["provider_called_twice"][:2] == ("ok", "0")
+    await container.ledger_metrics.refresh()
+    fresh = _double_send_rows((await client.get(path, headers=headers)).text)
+    assert fresh["provider_called_twice"][:2] == ("error", "1")

@@ -3,11 +3,17 @@ providers (aiosmtpd's DATA by Message-ID, the webhook endpoint's POSTs by webhoo
 
 2,000 reminders x (email, webhook) wait in the embedded queue on a PostgreSQL cluster of
 the test's own. Two ``reminders serve`` processes (the replicas) each run the embedded
-dispatcher, pushing over HTTP (not in process) to a push endpoint that hands the pushes to
-the replicas' ``/push`` in turn, as a load balancer would, and records every answer. A
-quarter of the way in, the cluster is restarted (``pg_ctl restart -m fast``) or stopped
-for 12 s and started again. Each drill: 0 lost (every send received and recorded sent), 0
-sent twice, and no 5xx answer other than 503 (with Retry-After) from either replica.
+dispatcher, pushing over HTTP to a push endpoint that hands the pushes to the replicas'
+``/push`` in turn, as a load balancer would, and records every answer. A quarter of the
+way in, the cluster is restarted (``pg_ctl restart -m fast``) or stopped for 12 s and
+started again. Each drill: 0 lost (every send received and recorded sent), 0 sent twice,
+and no 5xx answer other than 503 (with Retry-After) from either replica.
+
+The 12 s outage runs a second time with each replica's dispatcher delivering in process
+(``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=true``, the default), so the dispatcher's own
+push timeout around the receiver is in a drill too. There nothing reaches the balancer;
+the in-process counterpart of a 500 (a delivery that raised, logged as ``in-process
+delivery of ... failed``) is counted in the replicas' logs and must stay at 0.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ class Balancer:
     def __init__(self) -> None:
         self.targets: list[str] = []
         self.statuses: collections.Counter[int] = collections.Counter()
-        self.unreachable = 0
+        self.unreachable: collections.Counter[str] = collections.Counter()  # by error
         self._turn = 0
         self._session: aiohttp.ClientSession | None = None
 
@@ -91,8 +97,8 @@ class Balancer:
                 self.statuses[answer.status] += 1
                 kept = {k: v for k, v in answer.headers.items() if k.lower() == "retry-after"}
                 return web.Response(status=answer.status, body=payload, headers=kept)
-        except (aiohttp.ClientError, TimeoutError):
-            self.unreachable += 1
+        except (aiohttp.ClientError, TimeoutError) as error:
+            self.unreachable[type(error).__name__] += 1  # which error says why
             return web.Response(status=502)
 
     async def _close(self, _app: web.Application) -> None:
@@ -101,9 +107,14 @@ class Balancer:
 
 
 async def run_drill(
-    cluster: OwnPostgres, tmp_path: Path, event: Callable[[], Awaitable[None]]
+    cluster: OwnPostgres,
+    tmp_path: Path,
+    event: Callable[[], Awaitable[None]],
+    *,
+    in_process: bool = False,
 ) -> dict[str, float]:
-    """Deliver everything through both replicas while ``event`` happens; the figures."""
+    """Deliver everything through both replicas while ``event`` happens; the figures.
+    ``in_process``: each replica's dispatcher calls its own receiver, no HTTP push."""
     sink, balancer = WebhookSink(), Balancer()
     engine = create_engine(cluster.url)
     replicas: list[Process] = []
@@ -116,7 +127,7 @@ async def run_drill(
                 )  # fmt: skip
                 env = service_env(
                     cluster.url, tmp_path / "outbox", **TIMINGS,
-                    REMINDERS_EMBEDDED_DELIVER_IN_PROCESS="false",
+                    REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=str(in_process).lower(),
                     REMINDERS_EMBEDDED_PUSH_BASE_URL=lb_url,
                     **REAL_MAIL_ENV, REMINDERS_EMAIL_PROVIDER="smtp", REMINDERS_SMTP_HOST=smtp.host,
                     REMINDERS_SMTP_PORT=str(smtp.port), REMINDERS_SMTP_SECURITY="none",
@@ -131,6 +142,8 @@ async def run_drill(
                     balancer.targets.append(f"http://127.0.0.1:{port}")
                 figures = await _deliver(engine, ids, smtp, sink, event, replicas)
         figures.update(_counted(smtp, sink, balancer))
+        figures["in_process"] = in_process
+        figures["in_process_failures"] = sum(_in_process_failures(r) for r in replicas)
         async with engine.connect() as conn:
             sent = select(func.count()).where(send_records.c.state == "sent")
             figures["recorded_sent"] = (await conn.execute(sent)).scalar_one()
@@ -207,17 +220,28 @@ def _counted(smtp, sink, balancer: Balancer) -> dict[str, float]:
         "pushes": sum(balancer.statuses.values()),
         "answers": dict(balancer.statuses),
         "5xx_not_503": sum(n for s, n in balancer.statuses.items() if s >= 500 and s != 503),
-        "unreachable": balancer.unreachable,
+        "unreachable": sum(balancer.unreachable.values()),
+        "unreachable_by_error": dict(balancer.unreachable),
     }  # fmt: skip
 
 
+def _in_process_failures(replica: Process) -> int:
+    """Deliveries the dispatcher saw raise (what the push route would answer with 500)."""
+    lines = replica.log.read_text(errors="replace").splitlines()
+    return sum(1 for line in lines if "in-process delivery of" in line and "failed" in line)
+
+
 def assert_exactly_once(figures: dict) -> None:
-    """Every send received once and recorded sent; no replica answered a 5xx but 503."""
+    """Every send received once and recorded sent; no replica answered a 5xx but 503
+    (in process: no delivery raised, and none went over HTTP)."""
     assert (figures["emails"], figures["webhooks"]) == (COUNT, COUNT)
     assert (figures["emails_twice"], figures["webhooks_twice"]) == (0, 0)
     assert figures["recorded_sent"] == COUNT * len(CHANNELS)
     assert figures["5xx_not_503"] == 0, figures["answers"]
     assert figures["unreachable"] == 0
+    assert figures["in_process_failures"] == 0
+    if figures["in_process"]:
+        assert figures["pushes"] == 0, "the dispatcher pushed over HTTP, not in process"
 
 
 async def test_a_fast_restart_through_two_replicas_sends_each_once(cluster, tmp_path):
@@ -226,12 +250,15 @@ async def test_a_fast_restart_through_two_replicas_sends_each_once(cluster, tmp_
     assert_exactly_once(figures)
 
 
-async def test_a_12_s_outage_through_two_replicas_sends_each_once(cluster, tmp_path):
-    """Stopped for 12 s, then started, both replicas pushed over HTTP."""
+@pytest.mark.parametrize("delivery", ["http-push", "in-process"])
+async def test_a_12_s_outage_through_two_replicas_sends_each_once(cluster, tmp_path, delivery):
+    """Stopped for 12 s, then started; both replicas pushed over HTTP, or each dispatcher
+    delivering to its own receiver in process."""
 
     async def outage() -> None:
         await cluster.apg_ctl("stop", "-m", "fast")
         await asyncio.sleep(12)
         await cluster.apg_ctl("start")
 
-    assert_exactly_once(await run_drill(cluster, tmp_path, outage))
+    in_process = delivery == "in-process"
+    assert_exactly_once(await run_drill(cluster, tmp_path, outage, in_process=in_process))

@@ -61,12 +61,16 @@ class OwnPostgres:
 
 @contextmanager
 def own_postgres() -> Iterator[OwnPostgres]:
-    """initdb, start, yield, stop and remove; skipped where no server binaries exist."""
+    """initdb, start, yield, stop and remove; skipped where no server binaries exist,
+    failed instead under ``REMINDERS_CI`` (a drill must never pass CI by not running)."""
     import pytest
 
     bin_dir = _bin_dir()
     if bin_dir is None:
-        pytest.skip("no PostgreSQL server binaries under /usr/lib/postgresql")
+        reason = "no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql"
+        if os.environ.get("REMINDERS_CI"):
+            pytest.fail(f"REMINDERS_CI is set but {reason}: .ci/run needs them for the drills")
+        pytest.skip(reason)
     data = tempfile.mkdtemp(prefix="rr-pg-")
     if os.geteuid() == 0:
         user = pwd.getpwnam("postgres")

@@ -204,10 +204,12 @@ async def _live_context(
     if current is None:
         return None
     now = container.clock()
+    metrics = container.ledger_metrics  # its last audit: the page never runs one itself
     async with container.engine.connect() as conn:
         context = await operations.overview(
-            conn, now=now, limit=n, letters_cursor=letters, sends_cursor=sends
-        )
+            conn, now=now, limit=n, letters_cursor=letters, sends_cursor=sends,
+            audit=metrics.snapshot.audit, audit_age_seconds=metrics.age_seconds(),
+        )  # fmt: skip
     return container, context | {
         "chart": chart.stacked_bars(context["hourly"].starts, context["hourly"].series),
         "csrf": session.csrf_token(container.settings.admin_token, current.value),
