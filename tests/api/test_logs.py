@@ -1,5 +1,6 @@
 """Structured logs: one JSON line per delivery decision with ids only, request ids, no secrets."""
 
+import asyncio
 import io
 import logging
 import re
@@ -8,6 +9,7 @@ import orjson
 import pytest
 
 from app.domain.errors import PermanentProviderError, TransientProviderError
+from app.domain.messages import SendResult
 from app.observability import configure_logging
 from app.observability import logs as log_output
 from tests.conftest import ADMIN_TOKEN, API_TOKEN, CRON_TOKEN
@@ -183,3 +185,55 @@ async def test_a_terminal_failure_is_an_error_line_with_its_error_class(
         ("terminal", "info"),
     ]
     assert deliveries[0]["error_class"] == "smtp_5xx"
+
+
+async def test_a_dead_letter_is_an_error_line_with_its_error_class(
+    client, clock, publisher, provider, log_lines
+):
+    """The delivery that spends the last attempt (3 here) logs dead_lettered at error with
+    the failure's class; the queue's redelivery of the dead send is routine (info)."""
+    await put_customer(client, "cust_ada", email="ada@example.com")
+    await put_reminder(client, "r:dead", customer_id="cust_ada", due_at=clock.now)
+    await sweep(client)
+    [message] = publisher.drain()
+    for _ in range(3):
+        provider.script.append(TransientProviderError("mailbox busy"))
+        await push_message(client, message)
+        clock.advance(hours=1)
+    await push_message(client, message)  # the queue redelivers: already dead
+    deliveries = [line for line in log_lines() if line.get("event") == "delivery"]
+    assert [(d["outcome"], d["level"]) for d in deliveries] == [
+        ("retry", "warning"),
+        ("retry", "warning"),
+        ("dead_lettered", "error"),
+        ("dead_lettered", "info"),
+    ]
+    assert deliveries[2]["error_class"] == "transient"
+    assert deliveries[2]["ledger_key"] == "r:dead:email"
+
+
+async def test_a_lost_lease_is_an_error_line_with_its_error_class(
+    client, clock, publisher, provider, log_lines
+):
+    """Worker A is stuck at the provider past its lease while B reclaims and sends: A's
+    refused finalize logs lease_lost at error (error_class lease_lost), B's send is info."""
+    await put_customer(client, "cust_ada", email="ada@example.com")
+    await put_reminder(client, "r:lease", customer_id="cust_ada", due_at=clock.now)
+    await sweep(client)
+    [message] = publisher.drain()
+    provider.script = [SendResult("from-B"), SendResult("from-A")]
+    held = provider.gate = asyncio.Event()
+    worker_a = asyncio.create_task(push_message(client, message))
+    await provider.entered.wait()
+    provider.gate = None  # only A's call waits; B's goes straight through
+    clock.advance(seconds=61)  # past A's 60 s lease
+    answer_b = await push_message(client, message)
+    held.set()
+    answer_a = await worker_a
+    assert (answer_a.json()["outcome"], answer_a.json()["detail"]) == ("busy", "lease lost")
+    assert answer_b.json()["outcome"] == "sent"
+    lines = log_lines()
+    [lost] = [line for line in lines if line.get("event") == "lease_lost"]
+    assert (lost["level"], lost["error_class"]) == ("error", "lease_lost")
+    assert lost["ledger_key"] == "r:lease:email:scripted"
+    assert lost["logger"] == "reminders.receiver"

@@ -381,6 +381,67 @@ def test_a_secret_only_the_container_can_check_is_one_line(tmp_path, command):
     assert secret not in result.stderr
 
 
+DEV_MODE_HINT = (
+    "reminders: for local use, REMINDERS_DEV_MODE=1 fills every secret with a well-known dev value"
+)
+# Real mail configured as it must be outside dev mode, so only the provider's problem is left.
+REAL_MAIL = {
+    "REMINDERS_PUBLIC_BASE_URL": "https://reminders.example.com",
+    "REMINDERS_EMAIL_FROM": "reminders@example.com",
+    "REMINDERS_UNSUBSCRIBE_SECRET": "d3a7c1f5b9e2486a0c4e8b2f6d1a5c9e",
+}
+
+
+@pytest.mark.parametrize("command", ["serve", "sweep"])
+@pytest.mark.parametrize(
+    ("provider", "problem", "hint"),
+    [
+        ("sendgrid", "REMINDERS_SENDGRID_API_KEY is empty or a placeholder", [DEV_MODE_HINT]),
+        ("sendgridd", "REMINDERS_EMAIL_PROVIDER: input should be 'outbox', 'smtp', ", []),
+    ],
+    ids=["settings-missing", "misspelt"],
+)
+def test_a_provider_misconfigured_is_one_line(tmp_path, command, provider, problem, hint):
+    """REMINDERS_EMAIL_PROVIDER=sendgrid without its API key (once ~100 lines of traceback
+    inside one log line) and a misspelt provider name: one line naming the setting."""
+    assert _run(tmp_path, "migrate", REMINDERS_DATABASE_URL="sqlite:///r.db").returncode == 0
+    result = _run(
+        tmp_path,
+        command,
+        *(["--port", str(_free_port())] if command == "serve" else []),
+        REMINDERS_DATABASE_URL="sqlite:///r.db",
+        REMINDERS_EMAIL_PROVIDER=provider,
+        **REAL_MAIL,
+        **SECRETS,
+    )
+    [named, *rest] = _refusal(result)
+    assert named.startswith(problem), result.stderr
+    assert rest == hint  # a missing secret also points at dev mode, which fills secrets in
+
+
+def test_tracing_without_its_extra_is_one_line_outside_dev_mode(tmp_path):
+    """REMINDERS_OTEL_ENABLED=true on a base install (the OpenTelemetry SDK missing) once
+    printed a 139-line traceback: one line naming the extra to install."""
+    assert _run(tmp_path, "migrate", REMINDERS_DATABASE_URL="sqlite:///r.db").returncode == 0
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.support.without_extras", "cli", "serve"],
+        env=_env(
+            tmp_path,
+            PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+            REMINDERS_DATABASE_URL="sqlite:///r.db",
+            REMINDERS_OTEL_ENABLED="true",
+            **SECRETS,
+        ),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert _refusal(result) == [
+        "REMINDERS_OTEL_ENABLED=true needs: pip install 'reminder-relay[otel]'"
+    ]
+
+
 def _startup_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if "reminders.startup" in line]
 

@@ -169,21 +169,34 @@ async def test_no_answer_counts_as_a_failed_delivery(publisher, engine, clock, p
     assert row["visible_at"] > clock.now
 
 
+def dead_letter_lines(log_lines) -> list[dict]:
+    return [line for line in log_lines() if line.get("event") == "queue_dead_letter"]
+
+
 async def test_past_max_retries_the_message_moves_to_the_dead_letter_list(
-    publisher, dispatcher, server, clock, engine, caplog
+    publisher, dispatcher, server, clock, engine, log_lines
 ):
-    """max_retries=2: the third failed delivery dead-letters the message; it is not pushed again."""
+    """max_retries=2: the third failed delivery dead-letters the message; it is not pushed
+    again. The dead letter is an error line (log-level alerting) with the last answer's class."""
     server.script = [Answer(503, "1", "retry")] * 3
     await publisher.publish(message())
-    with caplog.at_level(logging.WARNING, "reminders.embedded_queue"):
-        for _ in range(3):
-            await dispatcher.run_once()
-            clock.advance(seconds=1)
+    for _ in range(3):
+        await dispatcher.run_once()
+        clock.advance(seconds=1)
     [row] = await rows(engine)
     assert row["state"] == "dead"
     assert row["attempts"] == 3
     assert row["dead_at"] is not None
-    assert "dead-letter list after 3 deliveries" in caplog.text
+    [line] = dead_letter_lines(log_lines)
+    assert line == {
+        **line,
+        "level": "error",
+        "logger": "reminders.embedded_queue",
+        "queue": "reminders",
+        "message_id": row["message_id"],
+        "deliveries": 3,
+        "error_class": "retry",
+    }
     clock.advance(days=1)
     assert (await dispatcher.run_once()).claimed == 0
     assert len(server.received) == 3
@@ -234,9 +247,10 @@ async def test_a_late_failure_from_an_expired_claim_does_not_touch_the_new_claim
 
 
 async def test_a_last_delivery_without_answer_is_dead_lettered_by_housekeeping(
-    publisher, dispatcher, clock, engine
+    publisher, dispatcher, clock, engine, log_lines
 ):
-    """A message claimed max_retries+1 times whose last dispatcher died ends in the dead list."""
+    """A message claimed max_retries+1 times whose last dispatcher died ends in the dead list,
+    logged at error with the error class no_answer."""
     await publisher.publish(message())
     for _ in range(3):
         assert len(await dispatcher.claim(clock.now)) == 1
@@ -245,6 +259,9 @@ async def test_a_last_delivery_without_answer_is_dead_lettered_by_housekeeping(
     [row] = await rows(engine)
     assert row["state"] == "dead"
     assert "no answer" in row["last_error"]
+    [line] = dead_letter_lines(log_lines)
+    assert (line["level"], line["error_class"]) == ("error", "no_answer")
+    assert (line["queue"], line["message_id"]) == ("reminders", row["message_id"])
 
 
 async def test_messages_past_retention_are_dropped_with_a_log_line(

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
+import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import queue_repo
@@ -44,6 +45,8 @@ from app.settings import Settings
 from .pusher import AiohttpPusher, Pusher, PushFailed, PushTarget
 
 log = logging.getLogger("reminders.embedded_queue")
+# Dead letters: error lines with fields, as the receiver's are (log-level alerting).
+events = structlog.get_logger("reminders.embedded_queue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,12 +227,12 @@ class Dispatcher:
             await queue_repo.release_messages(conn, released, now=now)
         for result, failure in zip(failed, failures, strict=True):
             if failure.visible_at is None:
-                log.warning(
-                    "message %s on %s moved to the dead-letter list after %d deliveries: %s",
-                    result.message.message_id,
-                    result.message.queue,
-                    result.message.attempts,
-                    failure.error,
+                events.error(
+                    "queue_dead_letter",
+                    queue=result.message.queue,
+                    message_id=result.message.message_id,
+                    deliveries=result.message.attempts,
+                    error_class=_label(result),
                 )
         report.claimed += len(results)
         report.acknowledged += len(acked)
@@ -267,10 +270,8 @@ class Dispatcher:
             expired = await queue_repo.drop_expired(conn, now=now)
             await queue_repo.forget_keys(conn, before=now - DEDUP_WINDOW)
         for queue, message_id in unanswered:
-            log.warning(
-                "message %s on %s moved to the dead-letter list: its last delivery got no answer",
-                message_id,
-                queue,
+            events.error(
+                "queue_dead_letter", queue=queue, message_id=message_id, error_class="no_answer"
             )
         for row in expired:
             log.warning(
