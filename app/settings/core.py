@@ -114,7 +114,7 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     # `serve --workers N`: how long uvicorn waits for a worker's health-check answer before
     # it kills and replaces it. uvicorn's 5 s is shorter than N workers importing the app at
     # once on a small machine take, which killed a worker on every start (issue 23).
-    worker_healthcheck_seconds: int = Field(default=30, ge=1)
+    worker_healthcheck_seconds: int = Field(default=60, ge=1)
     admin_session_seconds: float = Field(default=8 * 3600, gt=0)
     # Failed credential checks (bearer tokens, admin login, push signatures) allowed per
     # client address and for the whole process in each window; beyond them: 429.
