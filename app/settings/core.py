@@ -25,7 +25,7 @@ from app.domain.retry import BackoffPolicy
 from app.settings.channels import ChannelSettings, split_csv
 from app.settings.database import DatabaseSettings
 from app.settings.deliverability import DeliverabilitySettings
-from app.settings.extras import EXTRAS, OTEL
+from app.settings.extras import OTEL, Extra, queue_extras
 from app.settings.local_only import OUTBOX, check_email_from, check_public_base_url, outbox_warnings
 from app.settings.problems import MissingSecrets, gather
 from app.settings.secrets import (
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     QueueKind = str
 else:
     QueueKind = Literal[KIND_NAMES]
+
+# By the name a queue kind gives as its ``extra``, and OpenTelemetry's.
+EXTRAS: dict[str, Extra] = {**queue_extras(QUEUE_KINDS), OTEL.name: OTEL}
 
 
 class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):

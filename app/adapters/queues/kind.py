@@ -123,9 +123,13 @@ class QueueKind:
     # too: they read the whole ``Settings``, which imports this module.
     settings: tuple[type[BaseSettings], ...] = field(default=())
     settings_checks: tuple[Builder, ...] = field(default=())
-    # The optional extra (``pip install 'reminder-relay[extra]'``, app/settings/extras.py)
-    # whose libraries the kind imports; None: the base install has them.
+    # The optional extra (``pip install 'reminder-relay[extra]'``, pyproject.toml) whose
+    # libraries the kind imports, and the top-level modules of those libraries it imports:
+    # the settings refuse the kind, naming the extra, until they are all importable
+    # (app/settings/extras.py gathers each extra's modules from its kinds). None and ():
+    # the base install has them.
     extra: str | None = None
+    extra_modules: tuple[str, ...] = ()
 
     @property
     def pulled(self) -> bool:
