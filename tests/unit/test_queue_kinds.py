@@ -162,3 +162,22 @@ def test_a_pull_kind_sets_its_own_worker_knobs():
     keyless = Settings(dev_mode=True, queue="infrai")
     with pytest.raises(ConfigError, match="REMINDERS_INFRAI_API_KEY is not set"):
         worker_config(keyless, "infrai", ("reminders",))
+
+
+def test_the_typed_groups_of_settings_are_groups_the_kinds_provide():
+    """The TYPE_CHECKING lines of Settings (types for mypy) name only fields built from the
+    kinds' settings classes, each with that class: they cannot drift from the kinds."""
+    from app.settings.core import group_name
+
+    tree = ast.parse((ROOT / "app" / "settings" / "core.py").read_text(encoding="utf-8"))
+    [settings] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings"]
+    [typed] = [n for n in settings.body if isinstance(n, ast.If)]
+    declared = {
+        line.target.id: ast.unparse(line.annotation)
+        for line in typed.body
+        if isinstance(line, ast.AnnAssign) and isinstance(line.target, ast.Name)
+    }
+    built = {group_name(cls): cls.__name__ for kind in QUEUE_KINDS for cls in kind.settings}
+    assert declared.items() <= built.items()
+    for name, cls_name in built.items():
+        assert type(getattr(Settings(dev_mode=True), name)).__name__ == cls_name
