@@ -101,7 +101,7 @@ COMMANDS: dict[str, Entry] = {
         "Create the queues, DLQs, push subscriptions and sweep cron on Infrai (idempotent).",
     ),
     "check": Entry(
-        "infrai",
+        "setup",
         "check_command",
         "Check the queues are set up (Infrai: also that its schemas accept our requests).",
     ),

@@ -11,10 +11,17 @@ from pydantic_settings import BaseSettings
 
 
 def settings_classes(root: type[BaseSettings]) -> tuple[type[BaseSettings], ...]:
-    """``root``, the settings classes it inherits from, and every group nested in its fields."""
+    """``root``, the settings classes it inherits from, and every group nested in its fields:
+    each class with variables of its own (not a holder of groups only, such as the queue
+    kinds' ``QueueKindGroups``)."""
     found: dict[type[BaseSettings], None] = {}
     _collect(root, found)
-    return tuple(found)
+    return tuple(cls for cls in found if not _holds_groups_only(cls))
+
+
+def _holds_groups_only(cls: type[BaseSettings]) -> bool:
+    fields = cls.model_fields.values()
+    return bool(fields) and all(list(_settings_types(f.annotation)) for f in fields)
 
 
 def setting_variables(root: type[BaseSettings]) -> frozenset[str]:

@@ -5,27 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import NoDecode, SettingsConfigDict
+from pydantic import Field, SecretStr, create_model, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.adapters.queues.cloudtasks.settings import CloudTasksSettings
-from app.adapters.queues.embedded.settings import EmbeddedQueueSettings
-from app.adapters.queues.google_settings import GooglePushSettings
-from app.adapters.queues.infrai.settings import InfraiSettings
 from app.adapters.queues.kinds import KIND_NAMES, QUEUE_KINDS
-from app.adapters.queues.pubsub.settings import PubSubSettings
-from app.adapters.queues.qstash.settings import QStashSettings
-from app.adapters.queues.rabbitmq.settings import RabbitMQSettings
-from app.adapters.queues.sns.settings import SnsSettings
-from app.adapters.queues.sqs.settings import SqsSettings
 from app.domain.ledger import lease_margin
 from app.domain.retry import BackoffPolicy
 from app.settings.channels import ChannelSettings, split_csv
 from app.settings.database import DatabaseSettings
 from app.settings.deliverability import DeliverabilitySettings
-from app.settings.extras import EXTRAS, OTEL
+from app.settings.extras import OTEL, Extra, queue_extras
 from app.settings.local_only import OUTBOX, check_email_from, check_public_base_url, outbox_warnings
 from app.settings.problems import MissingSecrets, gather
 from app.settings.secrets import (
@@ -38,6 +29,17 @@ from app.settings.secrets import (
 )
 from app.settings.worker import WorkerSettings
 
+if TYPE_CHECKING:
+    from app.adapters.queues.cloudtasks.settings import CloudTasksSettings
+    from app.adapters.queues.embedded.settings import EmbeddedQueueSettings
+    from app.adapters.queues.google_settings import GooglePushSettings
+    from app.adapters.queues.infrai.settings import InfraiSettings
+    from app.adapters.queues.pubsub.settings import PubSubSettings
+    from app.adapters.queues.qstash.settings import QStashSettings
+    from app.adapters.queues.rabbitmq.settings import RabbitMQSettings
+    from app.adapters.queues.sns.settings import SnsSettings
+    from app.adapters.queues.sqs.settings import SqsSettings
+
 # Every REMINDERS_QUEUE value: the names of the kinds (app/adapters/queues/kinds.py). mypy
 # sees a str; pydantic checks the Literal (its error names every accepted value).
 if TYPE_CHECKING:
@@ -45,8 +47,41 @@ if TYPE_CHECKING:
 else:
     QueueKind = Literal[KIND_NAMES]
 
+# By the name a queue kind gives as its ``extra``, and OpenTelemetry's.
+EXTRAS: dict[str, Extra] = {**queue_extras(QUEUE_KINDS), OTEL.name: OTEL}
 
-class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
+
+G = TypeVar("G", bound=BaseSettings)
+
+
+def group_name(cls: type[BaseSettings]) -> str:
+    """The ``Settings`` field of a settings group: its variables' prefix
+    (``REMINDERS_RABBITMQ_`` → ``rabbitmq``)."""
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    name = prefix.removeprefix("REMINDERS_").rstrip("_").lower()
+    if not name or not prefix.startswith("REMINDERS_"):
+        raise TypeError(f"{cls.__name__}: its env_prefix must be REMINDERS_<NAME>_")
+    return name
+
+
+# Every queue kind's settings groups, as fields read from their REMINDERS_<NAME>_* variables:
+# built from QUEUE_KINDS, so a new kind's group needs no line here. mypy sees a plain base
+# (the fields are typed in Settings below).
+if TYPE_CHECKING:
+    QueueKindGroups = BaseSettings
+else:
+    QueueKindGroups = create_model(
+        "QueueKindGroups",
+        __base__=BaseSettings,
+        **{
+            group_name(cls): (cls, Field(default_factory=cls))
+            for kind in QUEUE_KINDS
+            for cls in kind.settings
+        },
+    )
+
+
+class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings, QueueKindGroups):
     """Every knob of the service; see the README's configuration table."""
 
     model_config = SettingsConfigDict(env_prefix="REMINDERS_", extra="ignore")
@@ -55,21 +90,24 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
     # A channel may use another queue kind than REMINDERS_QUEUE (e.g. webhooks via QStash).
     email_queue_kind: QueueKind | None = None
     webhook_queue_kind: QueueKind | None = None
-    # The embedded queue's dispatcher: REMINDERS_EMBEDDED_* (its kind's settings module).
-    embedded: EmbeddedQueueSettings = Field(default_factory=EmbeddedQueueSettings)
     queue_name: str = "reminders"
     # One queue per channel (explicit fan-out); empty → REMINDERS_QUEUE_NAME.
     email_queue: str = ""
     webhook_queue: str = ""
-    infrai: InfraiSettings = Field(default_factory=InfraiSettings)  # REMINDERS_INFRAI_*
-    cloudtasks: CloudTasksSettings = Field(default_factory=CloudTasksSettings)
-    pubsub: PubSubSettings = Field(default_factory=PubSubSettings)
-    google_push: GooglePushSettings = Field(default_factory=GooglePushSettings)
-    sns: SnsSettings = Field(default_factory=SnsSettings)  # REMINDERS_SNS_*
-    qstash: QStashSettings = Field(default_factory=QStashSettings)  # REMINDERS_QSTASH_*
+    # The queue kinds' groups are fields of QueueKindGroups (above). These lines only name
+    # their types for mypy, which cannot see fields made at run time: a kind's own code may
+    # instead read its group with ``settings.group(ItsSettings)``, typed, with no line here.
+    if TYPE_CHECKING:
+        embedded: EmbeddedQueueSettings = Field(default_factory=EmbeddedQueueSettings)
+        infrai: InfraiSettings = Field(default_factory=InfraiSettings)
+        cloudtasks: CloudTasksSettings = Field(default_factory=CloudTasksSettings)
+        pubsub: PubSubSettings = Field(default_factory=PubSubSettings)
+        google_push: GooglePushSettings = Field(default_factory=GooglePushSettings)
+        sns: SnsSettings = Field(default_factory=SnsSettings)
+        qstash: QStashSettings = Field(default_factory=QStashSettings)
+        rabbitmq: RabbitMQSettings = Field(default_factory=RabbitMQSettings)
+        sqs: SqsSettings = Field(default_factory=SqsSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)  # REMINDERS_WORKER_*
-    rabbitmq: RabbitMQSettings = Field(default_factory=RabbitMQSettings)  # REMINDERS_RABBITMQ_*
-    sqs: SqsSettings = Field(default_factory=SqsSettings)  # REMINDERS_SQS_*
     public_base_url: str = "http://127.0.0.1:8000"
 
     push_secrets: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -264,6 +302,13 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings):
                 object.__setattr__(self, name, SecretStr(dev_token(name)))
         if not self.push_secrets:
             object.__setattr__(self, "push_secrets", [SecretStr(DEV_PUSH_SECRET)])
+
+    def group(self, cls: type[G]) -> G:
+        """A queue kind's settings group, typed (``settings.group(SqsSettings)``)."""
+        found = getattr(self, group_name(cls))
+        if not isinstance(found, cls):
+            raise TypeError(f"{group_name(cls)} is a {type(found).__name__}, not {cls.__name__}")
+        return found
 
     @property
     def backoff(self) -> BackoffPolicy:

@@ -1,16 +1,20 @@
 """The optional extras (``pip install 'reminder-relay[extra]'``) and what needs each.
 
-The base install runs everything that needs no cloud library; Google, AWS and
-OpenTelemetry code is imported only when a configured queue kind or feature uses it (each
-queue kind names its extra). The
-settings check that the extra is installed before anything imports it, so a missing one is
-a single line naming what to install, never an ``ImportError`` traceback.
+The base install runs everything that needs no cloud library; Google, AWS, AMQP and
+OpenTelemetry code is imported only when a configured queue kind or feature uses it. A
+queue kind names its extra and the modules it imports from it (``QueueKind.extra`` and
+``extra_modules``), so the queue extras are gathered from the kinds (``queue_extras``);
+OpenTelemetry's is here. The settings check that the extra is installed before anything
+imports it, so a missing one is a single line naming what to install, never an
+``ImportError`` traceback.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +40,15 @@ def _importable(module: str) -> bool:
         return False
 
 
-GCP = Extra("gcp", ("google.auth", "google.cloud.tasks_v2", "grpc"))
-AWS = Extra("aws", ("aiobotocore", "cryptography"))
-RABBITMQ = Extra("rabbitmq", ("aio_pika",))
 # FastAPI itself installs opentelemetry-api; the extra is the SDK and its exporter.
 OTEL = Extra("otel", ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"))
 
-# By the name a queue kind gives as its ``extra`` (app/adapters/queues/kind.py).
-EXTRAS: dict[str, Extra] = {extra.name: extra for extra in (GCP, AWS, RABBITMQ, OTEL)}
+
+def queue_extras(kinds: Iterable[Any]) -> dict[str, Extra]:
+    """Each extra the queue kinds name, with the modules of all the kinds that name it
+    (``pip`` installs an extra whole: one kind's missing module means the extra is)."""
+    modules: dict[str, dict[str, None]] = {}
+    for kind in kinds:
+        if kind.extra is not None:
+            modules.setdefault(kind.extra, {}).update(dict.fromkeys(kind.extra_modules))
+    return {name: Extra(name, tuple(found)) for name, found in modules.items()}

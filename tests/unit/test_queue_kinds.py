@@ -20,7 +20,7 @@ from app.adapters.queues.kinds import KIND_NAMES, QUEUE_KINDS
 from app.cli.setup import SETUP_KINDS
 from app.domain.errors import ConfigError
 from app.settings import SETTINGS_CLASSES, Settings
-from app.settings.extras import EXTRAS
+from app.settings.core import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[2]
 BY_NAME = {kind.name: kind for kind in QUEUE_KINDS}
@@ -68,6 +68,17 @@ def test_every_kind_names_a_known_extra():
             assert f"\n{kind.extra} = [" in pyproject, kind.extra
 
 
+def test_the_queue_extras_are_gathered_from_the_kinds():
+    """Each extra a kind names is checked by the modules its kinds import from it, and no
+    queue extra exists that no kind names (OpenTelemetry's is the one other)."""
+    named = {kind.extra for kind in QUEUE_KINDS if kind.extra is not None}
+    assert set(EXTRAS) == named | {"otel"}
+    for kind in QUEUE_KINDS:
+        assert bool(kind.extra) == bool(kind.extra_modules), kind.name
+        if kind.extra is not None:
+            assert set(kind.extra_modules) <= set(EXTRAS[kind.extra].modules), kind.name
+
+
 def _lazies(kind: QueueKind) -> list[Lazy]:
     builders = [kind.publisher, kind.push_format, kind.push_format_for, kind.consumer]
     builders += [kind.setup, kind.check, *kind.settings_checks]
@@ -107,8 +118,9 @@ def test_the_worker_pulls_exactly_the_kinds_with_a_consumer():
 
 
 def test_setup_offers_the_kinds_with_a_setup():
-    """``reminders setup --queue`` takes each kind with a setup step (and Infrai's own)."""
-    assert set(SETUP_KINDS) == {k.name for k in QUEUE_KINDS if k.setup} | {"infrai"}
+    """``reminders setup --queue`` takes each kind with a setup step, Infrai's included."""
+    assert set(SETUP_KINDS) == {k.name for k in QUEUE_KINDS if k.setup}
+    assert "infrai" in SETUP_KINDS
 
 
 def test_the_documentation_names_every_kind():
@@ -150,3 +162,22 @@ def test_a_pull_kind_sets_its_own_worker_knobs():
     keyless = Settings(dev_mode=True, queue="infrai")
     with pytest.raises(ConfigError, match="REMINDERS_INFRAI_API_KEY is not set"):
         worker_config(keyless, "infrai", ("reminders",))
+
+
+def test_the_typed_groups_of_settings_are_groups_the_kinds_provide():
+    """The TYPE_CHECKING lines of Settings (types for mypy) name only fields built from the
+    kinds' settings classes, each with that class: they cannot drift from the kinds."""
+    from app.settings.core import group_name
+
+    tree = ast.parse((ROOT / "app" / "settings" / "core.py").read_text(encoding="utf-8"))
+    [settings] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings"]
+    [typed] = [n for n in settings.body if isinstance(n, ast.If)]
+    declared = {
+        line.target.id: ast.unparse(line.annotation)
+        for line in typed.body
+        if isinstance(line, ast.AnnAssign) and isinstance(line.target, ast.Name)
+    }
+    built = {group_name(cls): cls.__name__ for kind in QUEUE_KINDS for cls in kind.settings}
+    assert declared.items() <= built.items()
+    for name, cls_name in built.items():
+        assert type(getattr(Settings(dev_mode=True), name)).__name__ == cls_name

@@ -15,4 +15,5 @@ KIND = QueueKind(
     settings=(CloudTasksSettings, GooglePushSettings),
     settings_checks=(lazy(__name__, "settings_checks", "check_cloudtasks_settings"),),
     extra="gcp",
+    extra_modules=("google.auth", "google.cloud.tasks_v2", "grpc"),
 )

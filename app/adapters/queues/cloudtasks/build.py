@@ -12,8 +12,8 @@ from app.domain.ports import PushFormat, QueuePublisher
 from app.settings import Settings
 
 from ..google import oidc_verifier
+from ..kind import Report, ToolOptions, setup_report
 from ..parts import QueueParts
-from ..pubsub.setup import SetupAction
 from .publisher import CloudTasksPublisher, CloudTasksTarget, cloudtasks_client_factory
 from .push_format import CloudTasksPushFormat
 from .setup import CloudTasksRetryPlan, setup_cloudtasks
@@ -65,14 +65,17 @@ def cloudtasks_retry_plan(settings: Settings) -> CloudTasksRetryPlan:
     )
 
 
-async def setup_queues(settings: Settings, http: SharedHttp) -> list[SetupAction]:
+async def setup_queues(
+    settings: Settings, http: SharedHttp, options: ToolOptions | None = None
+) -> Report:
     """Create (or align) a Cloud Tasks queue for every queue name of this kind."""
     queues = settings.queues_of_kind("cloudtasks")
     parts = QueueParts(settings, http=http)
     client = cloudtasks_client_factory(os.environ.get(CLOUD_TASKS_EMULATOR) or None)()
     try:
         plan = cloudtasks_retry_plan(settings)
-        return await setup_cloudtasks(client, cloudtasks_target(parts), queues, plan)
+        actions = await setup_cloudtasks(client, cloudtasks_target(parts), queues, plan)
+        return setup_report("cloudtasks", actions)
     except GoogleAPIError as error:  # what the API refused, said by the CLI in one line
         raise QueueUnavailable(str(error)) from error
     finally:

@@ -9,7 +9,7 @@ from typing import Any
 from google.api_core import exceptions as google_errors
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.queues.infrai.discovery import CheckResult
+from app.adapters.queues.kind import CheckResult, Report, ToolOptions, check_report
 from app.settings import Settings
 
 from ..parts import QueueParts
@@ -17,13 +17,15 @@ from .build import CLOUD_TASKS_EMULATOR, cloudtasks_target
 from .publisher import cloudtasks_client_factory
 
 
-async def check_queues(settings: Settings, http: SharedHttp) -> list[CheckResult]:
+async def check_queues(
+    settings: Settings, http: SharedHttp, options: ToolOptions | None = None
+) -> Report:
     """One result per Cloud Tasks queue."""
     queues = settings.queues_of_kind("cloudtasks")
     parts = QueueParts(settings, http=http)
     client = cloudtasks_client_factory(os.environ.get(CLOUD_TASKS_EMULATOR) or None)()
     try:
-        return [await _check_queue(client, parts, queue) for queue in queues]
+        return check_report([await _check_queue(client, parts, queue) for queue in queues])
     finally:
         await client.transport.close()
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from jsonschema import SchemaError
@@ -21,20 +21,11 @@ from jsonschema.validators import Draft202012Validator, validator_for
 
 from app.domain.errors import ReminderRelayError
 
+from ..kind import CheckResult, CheckStatus
 from .api import InfraiApi, InfraiError
 
-Status = Literal["pass", "warn", "fail"]
 DOCUMENTED = frozenset({"queue.publish", "queue.create", "cron.create", "cron.list"})
 _PLACEHOLDER = re.compile(r"\{[^}]*\}|:[A-Za-z_]+")
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """One line of the pass/fail table."""
-
-    check: str
-    status: Status
-    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +114,7 @@ async def _check_capability(
     capability = requests[0].capability
     entry = listed.get(capability)
     if entry is None:
-        status: Status = "fail" if capability in DOCUMENTED else "warn"
+        status: CheckStatus = "fail" if capability in DOCUMENTED else "warn"
         path = base_path + requests[0].path
         return [CheckResult(capability, status, f"not in discovery (we call {path})")]
     if entry.get("available") is False:

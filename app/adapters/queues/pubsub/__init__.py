@@ -15,4 +15,5 @@ KIND = QueueKind(
     settings=(PubSubSettings, GooglePushSettings),
     settings_checks=(lazy(__name__, "settings_checks", "check_pubsub_settings"),),
     extra="gcp",
+    extra_modules=("google.auth",),
 )

@@ -9,10 +9,11 @@ from app.domain.errors import QueueUnavailable
 from app.domain.ports import PushFormat, QueuePublisher
 from app.settings import Settings
 
+from ..kind import Report, ToolOptions, setup_report
 from ..parts import QueueParts
 from .api import PubSubApi, PubSubApiError
 from .publisher import PubSubPublisher
-from .setup import PubSubSubscriptionPlan, PushAuth, SetupAction, setup_pubsub
+from .setup import PubSubSubscriptionPlan, PushAuth, setup_pubsub
 
 PUBSUB_EMULATOR = "PUBSUB_EMULATOR_HOST"  # Google's own variable
 
@@ -59,11 +60,14 @@ def pubsub_subscription_plan(settings: Settings) -> PubSubSubscriptionPlan:
     )
 
 
-async def setup_topics(settings: Settings, http: SharedHttp) -> list[SetupAction]:
+async def setup_topics(
+    settings: Settings, http: SharedHttp, options: ToolOptions | None = None
+) -> Report:
     """Create (or align) the topic, dead-letter topic and push subscription of every queue."""
     queues = settings.queues_of_kind("pubsub")
     parts = QueueParts(settings, http=http)
     try:
-        return await setup_pubsub(pubsub_api(parts), queues, pubsub_subscription_plan(settings))
+        actions = await setup_pubsub(pubsub_api(parts), queues, pubsub_subscription_plan(settings))
+        return setup_report("pubsub", actions)
     except PubSubApiError as error:  # what the API refused, said by the CLI in one line
         raise QueueUnavailable(str(error)) from error

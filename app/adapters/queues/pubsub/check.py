@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.adapters.channels.http import SharedHttp
-from app.adapters.queues.infrai.discovery import CheckResult
+from app.adapters.queues.kind import CheckResult, Report, ToolOptions, check_report
 from app.settings import Settings
 
 from ..parts import QueueParts
@@ -19,11 +19,13 @@ from .build import pubsub_api, pubsub_subscription_plan
 from .setup import subscription_body
 
 
-async def check_subscriptions(settings: Settings, http: SharedHttp) -> list[CheckResult]:
+async def check_subscriptions(
+    settings: Settings, http: SharedHttp, options: ToolOptions | None = None
+) -> Report:
     """One result per Pub/Sub queue."""
     queues = settings.queues_of_kind("pubsub")
     parts = QueueParts(settings, http=http)
-    return [await _check_subscription(parts, queue) for queue in queues]
+    return check_report([await _check_subscription(parts, queue) for queue in queues])
 
 
 async def _check_subscription(parts: QueueParts, queue: str) -> CheckResult:

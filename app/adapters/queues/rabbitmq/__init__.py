@@ -15,4 +15,5 @@ KIND = QueueKind(
     setup=lazy(__name__, "build", "setup_topology"),
     settings=(RabbitMQSettings,),
     extra="rabbitmq",
+    extra_modules=("aio_pika",),
 )

@@ -5,8 +5,9 @@ The aio-pika modules are imported on first use.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from ..kind import Report, ToolOptions, setup_report
 
 if TYPE_CHECKING:
     from app.adapters.channels.http import SharedHttp
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
     from ..parts import QueueParts
-    from .setup import Declared
 
 
 def build_rabbitmq_publisher(parts: QueueParts) -> QueuePublisher:
@@ -42,16 +42,19 @@ def build_rabbitmq_consumer(settings: Settings, http: SharedHttp | None = None) 
     )
 
 
-async def setup_topology(settings: Settings, http: SharedHttp | None = None) -> Sequence[Declared]:
+async def setup_topology(
+    settings: Settings, http: SharedHttp | None = None, options: ToolOptions | None = None
+) -> Report:
     """Declare the topology of every RabbitMQ queue (``reminders setup --queue rabbitmq``)."""
     from .setup import declare_topology
 
     queues = settings.queues_of_kind("rabbitmq")
     rabbit = settings.rabbitmq
-    return await declare_topology(
+    declared = await declare_topology(
         rabbit.url.get_secret_value(),
         queues,
         delivery_limit=rabbit.delivery_limit,
         max_delay_seconds=rabbit.max_delay_seconds,
         timeout=rabbit.connect_timeout_seconds,
     )
+    return setup_report("rabbitmq", declared)

@@ -12,4 +12,5 @@ KIND = QueueKind(
     settings=(SnsSettings,),
     settings_checks=(lazy(__name__, "settings_checks", "check_sns_settings"),),
     extra="aws",
+    extra_modules=("aiobotocore", "cryptography"),
 )

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from app.domain.errors import ConfigError
 from app.domain.ports import PushFormat, QueuePublisher
-from app.settings.extras import AWS
+from app.settings.core import EXTRAS
 
 from ..parts import QueueParts
+from . import KIND
 
-_AWS_EXTRA = AWS.hint("an SNS queue")
+_AWS_EXTRA = EXTRAS[str(KIND.extra)].hint("an SNS queue")
 
 
 def build_sns_publisher(parts: QueueParts) -> QueuePublisher:

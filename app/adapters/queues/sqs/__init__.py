@@ -16,4 +16,5 @@ KIND = QueueKind(
     settings=(SqsSettings,),
     settings_checks=(lazy(__name__, "settings_checks", "check_sqs_settings"),),
     extra="aws",
+    extra_modules=("aiobotocore",),
 )

@@ -5,9 +5,9 @@ aiobotocore is imported on the first call, so nothing here needs the extra to im
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..kind import Report, ToolOptions, setup_report
 from .client import SqsClient
 from .publisher import is_fifo
 
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
     from ..parts import QueueParts
-    from .setup import Declared
 
 
 def sqs_client(settings: Settings) -> SqsClient:
@@ -44,15 +43,18 @@ def build_sqs_consumer(settings: Settings, http: SharedHttp | None = None) -> Pu
     return SqsConsumer(sqs_client(settings))
 
 
-async def setup_queues(settings: Settings, http: SharedHttp | None = None) -> Sequence[Declared]:
+async def setup_queues(
+    settings: Settings, http: SharedHttp | None = None, options: ToolOptions | None = None
+) -> Report:
     """Each SQS queue and its DLQ with a redrive policy (``reminders setup --queue sqs``)."""
     from .setup import create_queues
 
     queues = settings.queues_of_kind("sqs")
     client = sqs_client(settings)
     try:
-        return list(
-            await create_queues(client, queues, max_receive_count=settings.sqs.max_receive_count)
+        created = await create_queues(
+            client, queues, max_receive_count=settings.sqs.max_receive_count
         )
+        return setup_report("sqs", created)
     finally:
         await client.aclose()
