@@ -232,6 +232,13 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings, QueueK
                 "below REMINDERS_LEASE_SECONDS so a lease never expires while its worker is "
                 "still waiting on a provider"
             )
+        visibility = self.worker.visibility_timeout_seconds
+        if visibility and visibility <= self.lease_seconds:
+            raise ValueError(
+                "REMINDERS_WORKER_VISIBILITY_TIMEOUT_SECONDS must exceed REMINDERS_LEASE_SECONDS "
+                "(or be 0: twice the lease) so a pulled message does not come back while its "
+                "claim is still trusted"
+            )
 
     @property
     def delivery_seconds(self) -> float:

@@ -63,3 +63,14 @@ def test_a_provider_timeout_leaving_the_lease_no_margin_is_refused():
     """The lease must outlast the provider call plus its safety margin (a tenth, >= 1 s)."""
     [line] = problems(lease_seconds=10, provider_timeout_seconds=9.5)
     assert line.startswith("REMINDERS_PROVIDER_TIMEOUT_SECONDS plus a 1 s safety margin")
+
+
+def test_a_pull_visibility_within_the_lease_is_refused():
+    """A pulled message must stay hidden while its claim is trusted: 60 s with the 60 s lease
+    is refused in one line; 61 s, and 0 (twice the lease), are accepted."""
+    from app.settings.worker import WorkerSettings
+
+    [line] = problems(worker=WorkerSettings(visibility_timeout_seconds=60))
+    assert "REMINDERS_WORKER_VISIBILITY_TIMEOUT_SECONDS must exceed REMINDERS_LEASE_SECONDS" in line
+    assert problems(worker=WorkerSettings(visibility_timeout_seconds=61)) == []
+    assert problems(worker=WorkerSettings(visibility_timeout_seconds=0)) == []
