@@ -154,14 +154,18 @@ def record_delivery(
     access line too (one line per request)."""
     queue = delivery.queue[:_LABEL_MAX]
     channel = answer.channel or "none"
-    DELIVERIES.labels(queue, channel, answer.outcome.value).inc()
-    DELIVERY_SECONDS.labels(queue).observe(duration)
+    decisions, seconds = _delivery_series(queue, channel, answer.outcome.value)
+    decisions.inc()
+    seconds.observe(duration)
     if answer.claimed:
         CLAIMS.labels(channel).inc()
         if (answer.attempt or 0) > 1:
             RECLAIMS.labels(channel).inc()
+    level = _LEVELS[delivery_level(answer)]
+    if not log.is_enabled_for(level):  # e.g. WARNING: no fields built for a line not written
+        return
     log.log(
-        getattr(logging, delivery_level(answer).upper()),
+        level,
         "delivery",
         queue=queue,
         message_id=delivery.message_id,
@@ -176,6 +180,22 @@ def record_delivery(
         duration_ms=round(duration * 1000, 3),
         **request,
     )
+
+
+_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+# The labelled series of each (queue, channel, outcome), looked up once: prometheus_client's
+# labels() checks and locks on every call (~10% of record_delivery, the per-delivery cost).
+# Only configured queues reach here (the push route answers 404 for any other name).
+_SERIES: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+
+def _delivery_series(queue: str, channel: str, outcome: str) -> tuple[Any, Any]:
+    key = (queue, channel, outcome)
+    series = _SERIES.get(key)
+    if series is None:
+        series = (DELIVERIES.labels(queue, channel, outcome), DELIVERY_SECONDS.labels(queue))
+        _SERIES[key] = series
+    return series
 
 
 def prime_series(channel_queues: Mapping[str, str]) -> None:
