@@ -5,6 +5,7 @@ the peer's environment in ``.venv-peers``, see bench/README.md)::
 
     .venv/bin/python bench/peers/compare.py [--reminders 50000] [--repeat 1]
                                             [--peer POOL:CONCURRENCY:PREFETCH ...]
+                                            [--peers-only]
 
 Each repetition runs both sides in turn (the order flips every repetition, so a noisy,
 shared machine weighs on each alike), each on its own fresh database (``rr_peer_*``, seeded
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -116,6 +118,10 @@ def row(label: str, result: dict[str, Any]) -> str:
 
 
 async def main() -> None:
+    # SIGTERM (timeout, kill) cancels the run, so workers stop and databases are dropped.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     args = parse_args()
     configs = [PeerConfig.parse(text) for text in args.peer or [DEFAULT_PEER]]
     print(f"{args.reminders} reminders, {args.repeat} repetition(s), alternating")
@@ -125,7 +131,7 @@ async def main() -> None:
           f"peer = worker, producer, Redis, PostgreSQL")  # fmt: skip
     rates: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
-    sides: list[str | PeerConfig] = ["ours", *configs]
+    sides: list[str | PeerConfig] = [*([] if args.peers_only else ["ours"]), *configs]
     for repetition in range(args.repeat):
         for side in sides if repetition % 2 == 0 else sides[::-1]:
             label = "ours" if side == "ours" else f"peer {side}"
@@ -156,6 +162,8 @@ def summarize(rates: dict[str, list[float]], cpus: dict[str, list[float]]) -> No
         f"{label} {statistics.median(r):.0f}/s, {statistics.median(cpus[label]):.0f} µs CPU"
         for label, r in rates.items()
     ))  # fmt: skip
+    if "ours" not in rates:
+        return  # --peers-only: nothing to compare with
     peers = {label: statistics.median(r) for label, r in rates.items() if label != "ours"}
     fastest = max(peers, key=peers.__getitem__)
     ours = statistics.median(rates["ours"])
@@ -174,6 +182,9 @@ def parse_args() -> argparse.Namespace:
         help=f"a Celery worker configuration (repeatable; default {DEFAULT_PEER}); "
         "POOL: prefork, threads, gevent or solo",
     )  # fmt: skip
+    parser.add_argument(
+        "--peers-only", action="store_true", help="only the peer configurations (to tune them)"
+    )
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--broker-url", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--peer-python", type=Path, default=ROOT / ".venv-peers/bin/python")

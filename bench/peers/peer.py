@@ -78,6 +78,14 @@ def tree_cpu(root: int) -> float:
     return total
 
 
+def alive(pid: int) -> bool:
+    """True while the process runs (a zombie counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def redis_cli(broker_url: str, *command: str) -> str:
     """One redis-cli command against the broker's database."""
     return subprocess.run(
@@ -181,7 +189,7 @@ async def run_peer(run: PeerRun) -> dict[str, Any]:
         worker = run.start_worker(env, queue)
         try:
             await run.wait_ready(worker)
-            result = await measure(run, db, env, worker.pid)
+            result = await measure(run, db, env, worker.pid, queue)
         finally:
             stop_worker(worker)
         await verify(run, db, queue, result["published"])
@@ -193,7 +201,20 @@ async def run_peer(run: PeerRun) -> dict[str, Any]:
         await db.drop()
 
 
-async def measure(run: PeerRun, db: PostgresDatabase, env: dict, worker: int) -> dict[str, Any]:
+async def drained(broker_url: str, queue: str, timeout: float = 30) -> None:
+    """Until Redis holds no message of the run: the last tasks acknowledge after their
+    ``sent`` row (acks_late), and a worker stopped before that would put them back."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        waiting = int(redis_cli(broker_url, "llen", queue) or 0)
+        if not waiting and not int(redis_cli(broker_url, "hlen", "unacked") or 0):
+            return
+        await asyncio.sleep(0.1)
+
+
+async def measure(
+    run: PeerRun, db: PostgresDatabase, env: dict, worker: int, queue: str
+) -> dict[str, Any]:
     """From the producer's start to the last ``sent`` ledger row, as bench/e2e.py measures
     ours from the first sweep; CPU of the worker, producer, Redis and PostgreSQL backends."""
     redis = redis_pid(run.broker_url)
@@ -207,12 +228,16 @@ async def measure(run: PeerRun, db: PostgresDatabase, env: dict, worker: int) ->
     deadline = started + max(600, run.reminders / 50)
     sent = "SELECT count(*) FROM peer_ledger WHERE state = 'sent'"
     while await db.scalar(sent) < run.reminders:
-        if time.perf_counter() > deadline or (producing.done() and producing.exception()):
+        if producing.done() and producing.exception():
+            await producing  # the producer's failure, as it was
+        if time.perf_counter() > deadline or not alive(worker):
             producing.cancel()
-            raise SystemExit("the peer did not send every reminder in time")
+            log = (run.tmp / "worker.log").read_text()[-2000:]
+            raise SystemExit(f"the peer did not send every reminder in time:\n{log}")
         await asyncio.sleep(poll)
     elapsed = time.perf_counter() - started
     published, producer_cpu = await producing
+    await drained(run.broker_url, queue)
     worker_cpu, redis_cpu = tree_cpu(worker) - worker_before, cpu_seconds(redis) - redis_before
     await asyncio.sleep(0.2)  # the backends' last moments
     sampling.cancel()
@@ -244,5 +269,6 @@ async def verify(run: PeerRun, db: PostgresDatabase, queue: str, published: int)
     if counts != (run.reminders,) * 4 or waiting or unacked:
         raise SystemExit(
             f"peer verification failed: {rows} ledger rows, {sent} sent, {files} files, "
-            f"{published} published, {waiting} waiting, {unacked} unacknowledged in Redis"
+            f"{published} published, {waiting} waiting, {unacked} unacknowledged in Redis\n"
+            + (run.tmp / "worker.log").read_text()[-2000:]
         )

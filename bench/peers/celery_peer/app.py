@@ -25,8 +25,13 @@ app.conf.update(
     # delivered again, and the ledger's claim makes the repeat harmless.
     task_acks_late=True,
     task_reject_on_worker_lost=True,
-    # Redis redelivers unacknowledged messages after this; longer than any backlog here.
-    broker_transport_options={"visibility_timeout": 3600},
+    broker_transport_options={
+        # Redis redelivers unacknowledged messages after this; longer than any backlog here.
+        "visibility_timeout": 3600,
+        # The channel's Redis connections (default 10): gevent's and threads' many slots
+        # acknowledge at once, and at 10 the acks fail with "Too many connections".
+        "max_connections": 256,
+    },
     worker_prefetch_multiplier=int(os.environ.get("PEER_PREFETCH", "16")),
     task_default_queue=QUEUE,
     task_serializer="json",
