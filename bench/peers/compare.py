@@ -49,7 +49,7 @@ from bench.e2e import Run, run_in  # noqa: E402
 from bench.peers.peer import PeerConfig, PeerRun, run_peer  # noqa: E402
 
 # The fastest configuration found on the 2-core machine (bench/README.md lists the others).
-DEFAULT_PEER = "prefork:4:16"
+DEFAULT_PEER = "threads:16:16"
 SAMPLE = f"{file_stem('bench:0000000:email:outbox')}.eml"  # the first reminder's email
 
 
