@@ -9,13 +9,13 @@ import time
 import uuid
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.adapters.queues.rabbitmq.consumer import RabbitConsumer
 from app.adapters.queues.rabbitmq.publisher import RabbitPublisher
 from app.domain.errors import TransientProviderError
 from app.services.pull_worker import PullWorkerConfig, run_pull_worker
 from tests.support.flow import put_customer, put_reminder, scrape, sweep
+from tests.support.pull_queues import worker_series_in
 from tests.support.rabbit_fixtures import MAX_DELAY
 
 pytestmark = pytest.mark.anyio
@@ -94,16 +94,7 @@ async def test_worker_counts_received_acked_nacked_and_reports_the_backlog(
 
 async def worker_series(client, queue: str) -> dict[str, float]:
     """The worker's series of one queue in a scrape: each event's count and the backlog."""
-    found: dict[str, float] = {}
-    for family in text_string_to_metric_families(await scrape(client, refresh=False)):
-        for sample in family.samples:
-            if sample.labels.get("queue") != queue:
-                continue
-            if sample.name == "reminders_worker_messages_total":
-                found[sample.labels["event"]] = sample.value
-            elif sample.name == "reminders_worker_queue_backlog":
-                found["backlog"] = sample.value
-    return found
+    return worker_series_in(await scrape(client, refresh=False), queue)
 
 
 async def until_scraped(client, queue: str, *, seconds: float = 20.0, **expected: float) -> None:

@@ -49,3 +49,34 @@ def broker_publisher(pull_queue: tuple[str, str, dict[str, str]], settings: Any)
         configured.sqs.endpoint_url = variables["REMINDERS_SQS_ENDPOINT_URL"]
         configured.sqs.region = REGION
     return build_publisher(configured)
+
+
+async def enqueue_due_now(client: Any, clock: Any, count: int) -> None:
+    """``count`` reminders of one customer due now on the real clock (a worker process runs
+    on it), swept into the queue."""
+    from datetime import UTC, datetime
+
+    from tests.support.flow import put_customer, put_reminder, sweep
+
+    clock.set(datetime.now(UTC))
+    await put_customer(client, "cust_1")
+    for n in range(count):
+        await put_reminder(client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now)
+    assert (await sweep(client))["messages"] == count
+
+
+def worker_series_in(exposition: str, queue: str) -> dict[str, float]:
+    """The pull worker's series of one queue in a /metrics answer: each event's count
+    (``reminders_worker_messages_total``) and the backlog."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.labels.get("queue") != queue:
+                continue
+            if sample.name == "reminders_worker_messages_total":
+                found[sample.labels["event"]] = sample.value
+            elif sample.name == "reminders_worker_queue_backlog":
+                found["backlog"] = sample.value
+    return found

@@ -5,14 +5,12 @@ once after the queue redelivered what it held."""
 from __future__ import annotations
 
 import signal
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.processes import REMINDERS, Process, service_env, wait_until
-from tests.support.flow import put_customer, put_reminder, sweep
-from tests.support.pull_queues import broker_publisher
+from tests.support.pull_queues import broker_publisher, enqueue_due_now
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -55,11 +53,7 @@ async def test_worker_killed_mid_batch_sends_everything_exactly_once(
 ):
     """SIGKILL while a batch is in flight; a new worker finishes: every reminder sent once."""
     kind, queue, variables = pull_queue
-    clock.set(datetime.now(UTC))  # the worker runs on the real clock
-    await put_customer(client, "cust_1")
-    for n in range(COUNT):
-        await put_reminder(client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now)
-    assert (await sweep(client))["messages"] == COUNT
+    await enqueue_due_now(client, clock, COUNT)
     outbox = tmp_path / "worker-outbox"
     env = service_env(
         settings.database_url, outbox, REMINDERS_QUEUE=kind, REMINDERS_QUEUE_NAME=queue,

@@ -6,18 +6,15 @@ own ``/metrics`` on ``REMINDERS_WORKER_METRICS_PORT``."""
 from __future__ import annotations
 
 import signal
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.processes import REMINDERS, Process, free_port, service_env, wait_until
-from tests.support.flow import put_customer, put_reminder, sweep
-from tests.support.pull_queues import broker_publisher
+from tests.support.pull_queues import broker_publisher, enqueue_due_now, worker_series_in
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -57,11 +54,7 @@ async def test_worker_process_metrics_reach_the_shared_metrics_directory(
 ):
     """Five reminders through a worker process: received 5, acked 5, backlog 0."""
     kind, queue, variables = pull_queue
-    clock.set(datetime.now(UTC))  # the worker runs on the real clock
-    await put_customer(client, "cust_1")
-    for n in range(COUNT):
-        await put_reminder(client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now)
-    assert (await sweep(client))["messages"] == COUNT
+    await enqueue_due_now(client, clock, COUNT)
     metrics = tmp_path / "metrics"
     metrics.mkdir()
     env = service_env(
@@ -88,31 +81,13 @@ async def test_worker_process_metrics_reach_the_shared_metrics_directory(
 METRICS_TOKEN = "test-metrics-token-6a3f1c9e7d5b2a8f0e4c"  # service_env's
 
 
-def scraped(text: str, queue: str) -> dict[str, float]:
-    """The worker's series of one queue in a /metrics answer."""
-    found: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.labels.get("queue") != queue:
-                continue
-            if sample.name == "reminders_worker_messages_total":
-                found[sample.labels["event"]] = sample.value
-            elif sample.name == "reminders_worker_queue_backlog":
-                found["backlog"] = sample.value
-    return found
-
-
 async def test_a_worker_alone_serves_its_own_metrics(
     pull_queue, client, clock, settings, ledger, processes, tmp_path
 ):
     """No serve beside it, no shared directory: REMINDERS_WORKER_METRICS_PORT opens the
     worker's own /metrics, behind the metrics token; it closes with the worker."""
     kind, queue, variables = pull_queue
-    clock.set(datetime.now(UTC))
-    await put_customer(client, "cust_1")
-    for n in range(COUNT):
-        await put_reminder(client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now)
-    assert (await sweep(client))["messages"] == COUNT
+    await enqueue_due_now(client, clock, COUNT)
     port = free_port()
     env = service_env(
         settings.database_url, tmp_path / "worker-outbox", REMINDERS_QUEUE=kind,
@@ -132,13 +107,13 @@ async def test_a_worker_alone_serves_its_own_metrics(
                 answer = await http.get(url, headers=bearer)
             except httpx.TransportError:  # not listening yet
                 return False
-            return scraped(answer.text, queue).get("acked") == COUNT
+            return worker_series_in(answer.text, queue).get("acked") == COUNT
 
         await wait_until(settled, timeout=120, what="5 acked on /metrics", processes=(worker,))
         assert (await http.get(url)).status_code == 401
         answer = await http.get(url, headers=bearer)
         assert "process_cpu_seconds_total" in answer.text
-        assert scraped(answer.text, queue)["received"] == COUNT
+        assert worker_series_in(answer.text, queue)["received"] == COUNT
         worker.signal(signal.SIGTERM)
         assert await worker.wait_exit(30) == 0, worker.output()
         with pytest.raises(httpx.TransportError):
