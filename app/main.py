@@ -38,7 +38,6 @@ from .api.errors import install_error_handlers
 from .api.guard import RequestGuard
 from .api.openapi import install_openapi, operation_id
 from .api.operations import install_operations
-from .api.push_path import RelayApp
 
 
 def start_embedded_work(container: Container) -> BackgroundWork:
@@ -94,7 +93,7 @@ def create_app(
                 stack.push_async_callback(start_embedded_work(built).stop)
             yield
 
-    app = RelayApp(
+    app = FastAPI(
         title="reminder-relay",
         version="0.1.0",
         lifespan=lifespan,
