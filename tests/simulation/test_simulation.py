@@ -73,4 +73,6 @@ async def test_a_seed_replays_exactly(bed: Bed):
         r.dead_in_queue,
     )
     assert summary(first) == summary(again)
-    assert first.deliveries > 50 and first.crashes > 0 and first.drops > 0
+    # A run with real work and real chaos. Seed 7 makes exactly 50 deliveries since a claim
+    # writes its attempt itself: one ledger await fewer per delivery, so fewer chaos rolls.
+    assert first.deliveries >= 50 and first.crashes > 0 and first.drops > 0
