@@ -164,7 +164,10 @@ def build_container(
             engine,
             clock=clock,
             interval_seconds=settings.metrics_interval_seconds,
-            timeout_seconds=settings.readyz_timeout_seconds,
+            # A reading (the gauges and the whole audit) may take up to one interval: the
+            # readiness probe's 2 s was too short for a large ledger or a busy database,
+            # which then showed reminders_ledger_up 0 on every scrape.
+            timeout_seconds=settings.metrics_interval_seconds,
         ),
         readiness_engine=readiness_engine,
         auth_throttle=AuthThrottle(

@@ -83,3 +83,20 @@ def test_outside_dev_mode_a_metrics_token_is_required_unless_public(tmp_path: Pa
     assert "REMINDERS_METRICS_TOKEN is empty" in str(caught.value)
     assert make_settings(url, tmp_path, metrics_token=SecretStr(""), metrics_public=True)
     assert make_settings(url, tmp_path, metrics_token=SecretStr(""), dev_mode=True)
+
+
+async def test_a_reading_slower_than_the_readiness_probe_still_counts(container, monkeypatch):
+    """The audit of a large ledger takes seconds: a reading is bounded by the metrics
+    interval, not by the readiness probe's 2 s (before: every such reading timed out and
+    the gauges said reminders_ledger_up 0)."""
+    from app.services import ledger_metrics
+
+    real_audit = ledger_metrics.run_audit
+
+    async def slow_audit(conn, *, now):
+        await asyncio.sleep(container.settings.readyz_timeout_seconds + 0.3)
+        return await real_audit(conn, now=now)
+
+    monkeypatch.setattr(ledger_metrics, "run_audit", slow_audit)
+    snapshot = await container.ledger_metrics.refresh()
+    assert snapshot.figures is not None and snapshot.audit is not None
