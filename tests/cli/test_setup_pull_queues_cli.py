@@ -16,7 +16,7 @@ import pytest
 
 from app.adapters.queues.sqs.client import SqsClient, SqsError
 from app.adapters.queues.sqs.setup import dead_letter_queue
-from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET
+from tests.support.cli import deployment_env
 from tests.support.rabbit_fixtures import delete_topology
 from tests.support.sqs_fixtures import REGION
 
@@ -29,20 +29,12 @@ def deployment(tmp_path: Path, queue: str, **variables: str) -> tuple[dict[str, 
     """A deployment's variables with email and webhooks on their own uniquely named queues."""
     tag = uuid.uuid4().hex[:10]
     queues = [f"cli-email-{tag}", f"cli-webhook-{tag}"]
-    env = {
-        **os.environ,
-        "REMINDERS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/unused.db",
-        "REMINDERS_PUSH_SECRETS": f"{PUSH_SECRET},{NEXT_PUSH_SECRET}",
-        "REMINDERS_API_TOKEN": "test-api-token-5f0c9a1e7b3d42c8a6e0f1",
-        "REMINDERS_CRON_TOKEN": "test-cron-token-9b2e4d6f8a0c1e3b5d7f90-0123456789",
-        "REMINDERS_ADMIN_TOKEN": "test-admin-token-c4a8e2f6b0d3917a5e2c4b",
-        "REMINDERS_METRICS_TOKEN": "test-metrics-token-6a3f1c9e7d5b2a8f0e4c",
-        "REMINDERS_QUEUE": queue,
-        "REMINDERS_EMAIL_QUEUE": queues[0],
-        "REMINDERS_WEBHOOK_QUEUE": queues[1],
-        "COLUMNS": "200",
+    deployed = deployment_env(
+        f"sqlite+aiosqlite:///{tmp_path}/unused.db",
+        REMINDERS_QUEUE=queue, REMINDERS_EMAIL_QUEUE=queues[0], REMINDERS_WEBHOOK_QUEUE=queues[1],
         **variables,
-    }
+    )  # fmt: skip
+    env = {**os.environ, **deployed, "COLUMNS": "200"}
     return env, queues
 
 
