@@ -126,6 +126,8 @@ class BackendSampler:
     latest sample: up to 0.1 s of a backend that exits between samples is missed)."""
 
     db_name: str | None
+    # The bench's own backends (its progress polls): not the service's work.
+    own_pids: frozenset[int] = frozenset()
     seen: dict[int, float] = field(default_factory=dict)
     start: dict[int, float] = field(default_factory=dict)
 
@@ -143,7 +145,11 @@ class BackendSampler:
         """CPU seconds the backends used since sampling began (None: not PostgreSQL)."""
         if self.db_name is None:
             return None
-        return sum(cpu - self.start.get(pid, 0.0) for pid, cpu in self.seen.items())
+        return sum(
+            cpu - self.start.get(pid, 0.0)
+            for pid, cpu in self.seen.items()
+            if pid not in self.own_pids
+        )
 
 
 def rss_mb(pid: int) -> float:
@@ -223,6 +229,10 @@ class Database:
         """The database's clock (the ledger's ``sent_at`` is written by the service's)."""
         return datetime.now(UTC)
 
+    async def own_backends(self) -> frozenset[int]:
+        """The database server processes serving this bench itself (none but PostgreSQL's)."""
+        return frozenset()
+
     async def drop(self) -> None:
         """Remove the database."""
 
@@ -273,6 +283,9 @@ class PostgresDatabase(Database):
 
     async def now(self) -> datetime:
         return await self.scalar("SELECT now()")
+
+    async def own_backends(self) -> frozenset[int]:
+        return frozenset({await self.scalar("SELECT pg_backend_pid()")})
 
     async def drop(self) -> None:
         if self.conn is not None:
@@ -543,7 +556,7 @@ async def run_in(args: argparse.Namespace, run: Run, tmp: Path) -> dict[str, Any
         env = service_env(db.url, tmp / "outbox", changed)
         processes = start_service(env, port, tmp / "service.log", run.mode, run.code)
         sampler = MemorySampler(processes[0].pid)
-        backends = BackendSampler(getattr(db, "db_name", None))
+        backends = BackendSampler(getattr(db, "db_name", None), await db.own_backends())
         tasks: list[asyncio.Task[None]] = []
         try:
             await wait_healthy(base_url, processes[0])

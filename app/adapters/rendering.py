@@ -52,6 +52,10 @@ class Renderer:
         }
         self._text = jinja2.Environment(autoescape=False, **common)
         self._html = jinja2.Environment(autoescape=True, **common)
+        # Each kind's HTML part, or None: Jinja caches templates it found, not a missing
+        # one, which it would look for on disk again at every render (a stat per folder
+        # and an exception: ~3% of serve's CPU in a profile of the end-to-end bench).
+        self._html_parts: dict[str, jinja2.Template | None] = {}
 
     def knows_kind(self, kind: str) -> bool:
         """True when the kind has at least the email subject and text templates."""
@@ -124,11 +128,13 @@ class Renderer:
         )
 
     def _render_optional_html(self, kind: str, context: dict[str, Any]) -> str | None:
-        try:
-            template = self._html.get_template(f"{kind}/email.html")
-        except jinja2.TemplateNotFound:
-            return None
-        return template.render(context)
+        if kind not in self._html_parts:
+            try:
+                self._html_parts[kind] = self._html.get_template(f"{kind}/email.html")
+            except jinja2.TemplateNotFound:
+                self._html_parts[kind] = None
+        template = self._html_parts[kind]
+        return None if template is None else template.render(context)
 
 
 def _data_reads(tree: nodes.Template) -> list[tuple[str, bool]]:

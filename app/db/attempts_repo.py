@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, case, exists, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.ledger import LedgerKey, SendRecordView
+from app.domain.ledger import AttemptEnd, LedgerKey, SendRecordView
 
 from .dialects import insert_for
 from .tables import send_attempts
@@ -75,15 +75,10 @@ async def record_attempt(
 
 
 async def record_outcome(
-    conn: AsyncConnection,
-    record: SendRecordView,
-    *,
-    outcome: str,
-    provider_called: bool,
-    error_class: str | None,
-    finished_at: datetime,
+    conn: AsyncConnection, record: SendRecordView, ended: AttemptEnd, *, finished_at: datetime
 ) -> bool:
     """Write how the attempt ended, once; False when it had no row or already an outcome."""
+    outcome, provider_called, error_class = ended.columns()
     result = await conn.execute(
         update(sa_)
         .where(
@@ -92,8 +87,8 @@ async def record_outcome(
             sa_.c.outcome.is_(None),
         )
         .values(
-            outcome=outcome[:40], provider_called=provider_called,
-            error_class=error_class[:64] if error_class else None, finished_at=finished_at,
+            outcome=outcome, provider_called=provider_called, error_class=error_class,
+            finished_at=finished_at,
         )
     )  # fmt: skip
     return result.rowcount == 1

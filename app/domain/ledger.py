@@ -60,6 +60,22 @@ UNNAMED_CLAIMANT = Claimant()
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How one attempt ended, for its row in ``send_attempts``: written once, by the
+    finalize that ends the attempt (same statement or transaction) or on its own when no
+    finalize ran (a claim given back, a lease lost)."""
+
+    outcome: str
+    provider_called: bool
+    error_class: str | None = None
+
+    def columns(self) -> tuple[str, bool, str | None]:
+        """Outcome, provider called and error class, cut to their columns' widths."""
+        error_class = self.error_class[:64] if self.error_class else None
+        return self.outcome[:40], self.provider_called, error_class
+
+
+@dataclass(frozen=True, slots=True)
 class SendRecordView:
     """The ledger fields the receiver reasons about."""
 

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from .email_events import ProviderEvent
 from .ledger import (
     UNNAMED_CLAIMANT,
+    AttemptEnd,
     Claim,
     Claimant,
     DeadLetterEntry,
@@ -216,8 +217,10 @@ class LedgerGateway(Protocol):
         *,
         now: datetime,
         values: Mapping[str, Any],
+        ended: AttemptEnd | None = None,
     ) -> None:
-        """Fenced finalize; when the row became final, mark the reminder done if all are."""
+        """Fenced finalize; when the row became final, mark the reminder done if all are.
+        ``ended``: the attempt's outcome, written with the finalize (not if it is refused)."""
         ...
 
     async def finalize_failed_send(
@@ -229,6 +232,7 @@ class LedgerGateway(Protocol):
         values: Mapping[str, Any],
         dead_letter: DeadLetterEntry | None,
         disable_webhook: bool,
+        ended: AttemptEnd | None = None,
     ) -> None:
         """``finalize_send`` plus, in the same transaction, the dead letter of an exhausted
         send and the webhook switched off after a 410."""
@@ -246,15 +250,9 @@ class LedgerGateway(Protocol):
         ...
 
     async def record_outcome(
-        self,
-        record: SendRecordView,
-        *,
-        outcome: str,
-        provider_called: bool,
-        error_class: str | None,
-        now: datetime,
+        self, record: SendRecordView, ended: AttemptEnd, *, now: datetime
     ) -> None:
-        """Write, once, how this attempt ended and whether the provider was called."""
+        """Write, once, how this attempt ended (no finalize wrote it)."""
         ...
 
     async def count_outcomes(self, record: SendRecordView, outcome: str) -> int:

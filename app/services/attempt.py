@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -23,6 +24,7 @@ from app.domain.errors import LeaseLost, LedgerUnavailable, ProviderError, Trans
 from app.domain.failover import CircuitBreaker
 from app.domain.ledger import (
     UNKNOWN_OUTCOME,
+    AttemptEnd,
     Claimant,
     Decision,
     LedgerKey,
@@ -61,10 +63,12 @@ class ClaimedSend:
     key: LedgerKey
     record: SendRecordView
     provider: ChannelProvider
-    # How the attempt ended, for its row in send_attempts.
+    # How the attempt ended, for its row in send_attempts: written by the finalize that
+    # ends it (``recorded``), else on its own at the end.
     outcome: str | None = None
     error_class: str | None = None
     provider_called: bool = False
+    recorded: bool = False
     keeper: LeaseKeeper | None = field(default=None)
     # The provider's circuit (failover only): told how the call ended.
     breaker: CircuitBreaker | None = None
@@ -93,12 +97,19 @@ class ClaimedSend:
         try:
             if reason is not None:
                 self.outcome = reason.value
-                return await finalize_without_send(receiver, key, record, reminder, reason)
+                return await self._recorded_by(
+                    finalize_without_send(
+                        receiver, key, record, reminder, reason, ended=self._ended()
+                    )
+                )
             if await address_suppressed(receiver, self.payload.channel, customer):
                 self.outcome = ADDRESS_SUPPRESSED
-                return await finalize_without_send(
-                    receiver, key, record, reminder, Outcome.SUPPRESSED, ADDRESS_SUPPRESSED
-                )
+                return await self._recorded_by(
+                    finalize_without_send(
+                        receiver, key, record, reminder, Outcome.SUPPRESSED, ADDRESS_SUPPRESSED,
+                        ended=self._ended(),
+                    )
+                )  # fmt: skip
             return await self._send(reminder, customer)
         except LeaseLost:
             return lease_lost(receiver, key, record)
@@ -116,13 +127,21 @@ class ClaimedSend:
                 failed = error.error_class != ErrorClass.PERMANENT
                 self.breaker.record(receiver.clock(), failed=failed)
             record = keeper.renewed_record
-            answer = await finalize_failure(receiver, self.delivery, key, record, reminder, error)
+            answer = await self._recorded_by(
+                finalize_failure(
+                    receiver, self.delivery, key, record, reminder, error, ended=self._ended()
+                )
+            )
             await suppress_refused_recipient(receiver, customer, error)
             return answer
         self.outcome = Outcome.SENT.value
         if self.breaker is not None:
             self.breaker.record(receiver.clock(), failed=False)
-        return await finalize_sent(receiver, key, keeper.renewed_record, reminder, result)
+        return await self._recorded_by(
+            finalize_sent(
+                receiver, key, keeper.renewed_record, reminder, result, ended=self._ended()
+            )
+        )
 
     async def _render_and_call(
         self, reminder: ReminderView, customer: CustomerView, keeper: LeaseKeeper
@@ -175,14 +194,24 @@ class ClaimedSend:
             return answer_for(decision, self.key, self.record, claimed=True)
         return answer_for(Decision(answer), self.key, self.record, claimed=True)
 
+    def _ended(self) -> AttemptEnd:
+        assert self.outcome is not None  # set before any finalize
+        return AttemptEnd(self.outcome, self.provider_called, self.error_class)
+
+    async def _recorded_by(self, finalize: Awaitable[Answer]) -> Answer:
+        """A finalize given ``_ended()``: once it committed, so did the attempt's outcome."""
+        answer = await finalize
+        self.recorded = True
+        return answer
+
     async def _record_outcome(self) -> None:
-        if self.outcome is None:  # the work failed (the database went away): never ended
+        # Not ended (the database went away mid-work), or written with the finalize.
+        if self.outcome is None or self.recorded:
             return
         try:
             await self.receiver.ledger.record_outcome(
-                self.record, outcome=self.outcome, provider_called=self.provider_called,
-                error_class=self.error_class, now=self.receiver.clock(),
-            )  # fmt: skip
+                self.record, self._ended(), now=self.receiver.clock()
+            )
         except LedgerUnavailable as error:  # the ledger row holds the result; history waits
             log.warning("outcome of %s not recorded: %s", self.key.idempotency_key, error)
 

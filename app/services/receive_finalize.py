@@ -15,6 +15,7 @@ import structlog
 from app.domain.errors import ProviderError, WebhookGone
 from app.domain.ledger import (
     UNKNOWN_OUTCOME,
+    AttemptEnd,
     DeadLetterEntry,
     Decision,
     LedgerKey,
@@ -38,6 +39,8 @@ async def finalize_sent(
     record: SendRecordView,
     reminder: ReminderView,
     result: SendResult,
+    *,
+    ended: AttemptEnd,
 ) -> Answer:
     """The provider accepted the message: the row becomes ``sent``."""
     now = receiver.clock()
@@ -48,7 +51,7 @@ async def finalize_sent(
         "provider_request_id": fit_request_id(result.provider_request_id),
         "next_attempt_at": None,
     }
-    await _finalize(receiver, key, record, reminder, values, now=now)
+    await _finalize(receiver, key, record, reminder, values, ended, now=now)
     receiver.sent.add(key, record.attempt_count, sent_at=now)  # committed: copies need no database
     return answer_for(Decision(Outcome.SENT), key, record, claimed=True)
 
@@ -60,6 +63,8 @@ async def finalize_without_send(
     reminder: ReminderView,
     reason: Outcome,
     error_class: str | None = None,
+    *,
+    ended: AttemptEnd,
 ) -> Answer:
     """Nothing is to be sent (cancelled, expired, opted out, ...): the row ends with why
     (``error_class``, else the outcome's name)."""
@@ -70,7 +75,7 @@ async def finalize_without_send(
         "last_error_class": error_class or reason.value,
         "next_attempt_at": None,
     }
-    await _finalize(receiver, key, record, reminder, values, now=now)
+    await _finalize(receiver, key, record, reminder, values, ended, now=now)
     return answer_for(Decision(reason, detail=error_class), key, record, claimed=True)
 
 
@@ -81,6 +86,8 @@ async def finalize_failure(
     record: SendRecordView,
     reminder: ReminderView,
     error: ProviderError,
+    *,
+    ended: AttemptEnd,
 ) -> Answer:
     """The provider refused or failed: retry later, give up, or dead-letter the send."""
     unknown = 0
@@ -116,6 +123,7 @@ async def finalize_failure(
         lambda: receiver.ledger.finalize_failed_send(
             record, reminder, now=now, values=values, dead_letter=exhausted,
             disable_webhook=isinstance(error, WebhookGone),  # 410: stop sending to this endpoint
+            ended=ended,
         ),
     )  # fmt: skip
     return answer_for(
@@ -147,10 +155,13 @@ async def _finalize(
     record: SendRecordView,
     reminder: ReminderView,
     values: Mapping[str, Any],
+    ended: AttemptEnd,
     *,
     now: datetime,
 ) -> None:
     await finalize_durably(
         finalize_retry(receiver, record), key, record, reminder, values,
-        lambda: receiver.ledger.finalize_send(record, reminder, now=now, values=values),
+        lambda: receiver.ledger.finalize_send(
+            record, reminder, now=now, values=values, ended=ended
+        ),
     )  # fmt: skip

@@ -25,6 +25,7 @@ from app.domain.messages import ReminderView
 
 pytestmark = pytest.mark.anyio
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+NO_END = (None, None, None)  # no attempt outcome to write (these rows have no attempts)
 
 SENT = ("sent", "sent")
 DEAD = ("dead", "dead_lettered")
@@ -170,7 +171,9 @@ async def test_the_group_finalize_settles_each_reminder_with_its_summary(engine,
         view = await seed(engine, rid, rows, final=False)
         record = await last_record(engine, rid)
         state, outcome = rows[-1][2]
-        items.append(_Finalize(record["id"], 1, NOW, rid, len(view.channels), (state, outcome)))
+        items.append(
+            _Finalize(record["id"], 1, NOW, rid, len(view.channels), NO_END, (state, outcome))
+        )
         expected[rid] = ("done", summary)
     answered = await pg_ledger._fetch(
         finalize_batch_statement(("state", "outcome")), *_finalize_arrays(items)

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.ledger import LedgerGateway
 from app.db.tables import reminders, send_attempts, send_records
-from app.domain.ledger import Claim, LedgerKey
+from app.domain.ledger import AttemptEnd, Claim, LedgerKey
 from app.domain.states import SendState
 from tests.integration.test_ledger_gateways import LEASE, NOW, SENT, both, row, seed, the_reminder
 
@@ -50,9 +50,7 @@ async def fail_ses(ledger: LedgerGateway, db: AsyncEngine, error_class: str = "p
         found.record, await the_reminder(db), now=NOW, values=values, dead_letter=None,
         disable_webhook=False,
     )  # fmt: skip
-    await ledger.record_outcome(
-        found.record, outcome=error_class, provider_called=True, error_class=error_class, now=NOW
-    )
+    await ledger.record_outcome(found.record, AttemptEnd(error_class, True, error_class), now=NOW)
     await asyncio.sleep(0)
 
 

@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.container import build_container
 from app.db.engine import create_engine
 from app.db.ledger import PgLedger
-from app.db.tables import customers, reminders, send_records
+from app.db.tables import customers, reminders, send_attempts, send_records
 from app.domain.errors import LeaseLost
-from app.domain.ledger import LedgerKey
+from app.domain.ledger import AttemptEnd, LedgerKey
 from app.domain.messages import ReminderView
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -160,6 +160,42 @@ async def test_grouped_finalizes_settle_each_reminder_and_fence_each_row(ledger,
     [group] = ledger._finalizes.values()
     assert group.statements == 2
     assert await states(engine) == {"r0": "done", "r1": "done", "r2": "enqueued", "r9": "done"}
+
+
+async def test_a_finalize_writes_its_attempts_outcome_unless_the_fence_refuses_it(ledger, engine):
+    """The attempt's outcome is written by the finalize statement itself, grouped (three
+    together) and alone (the first); a stale attempt's finalize writes neither its row nor
+    an outcome, and an outcome already written stays."""
+    await seed(engine, 4)
+    claims = await claim_all(ledger, [key(i) for i in range(4)])
+    records = [claim.record for claim in claims]
+    stale = dataclasses.replace(records[3], attempt_count=7)
+    sent = AttemptEnd("sent", provider_called=True)
+    results = await asyncio.gather(
+        ledger.finalize_send(records[0], view(0), now=NOW, values=SENT, ended=sent),
+        ledger.finalize_send(records[1], view(1), now=NOW, values=SENT, ended=sent),
+        ledger.finalize_send(records[2], view(2), now=NOW, values=SENT),
+        ledger.finalize_send(stale, view(3), now=NOW, values=SENT, ended=sent),
+        return_exceptions=True,
+    )
+    assert isinstance(results[3], LeaseLost)
+    [group] = ledger._finalizes.values()
+    assert group.statements == 2  # the first alone, the rest together
+    await ledger.record_outcome(records[0], AttemptEnd("lease_expired", False), now=NOW)
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                select(send_attempts.c.reminder_id, send_attempts.c.outcome,
+                       send_attempts.c.provider_called, send_attempts.c.finished_at)
+                .order_by(send_attempts.c.reminder_id)
+            )
+        ).all()  # fmt: skip
+    assert [tuple(row) for row in rows] == [
+        ("r0", "sent", True, NOW),
+        ("r1", "sent", True, NOW),
+        ("r2", None, None, None),
+        ("r3", None, None, None),
+    ]
 
 
 async def seed_two_channels(engine: AsyncEngine) -> None:

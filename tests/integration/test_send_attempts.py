@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.db import attempts_repo
-from app.domain.ledger import Claimant, LedgerKey, SendRecordView
+from app.domain.ledger import AttemptEnd, Claimant, LedgerKey, SendRecordView
 from app.domain.states import SendState
 from app.services.attempt import WORKER
 from tests.api.test_audit_api import by_name
@@ -57,9 +57,8 @@ async def plant_double(container, *, deduplicates: bool = False) -> None:
                 provider_deduplicates=deduplicates,
             )  # fmt: skip
             await attempts_repo.record_outcome(
-                conn, record, outcome="sent", provider_called=True, error_class=None,
-                finished_at=NOW,
-            )  # fmt: skip
+                conn, record, AttemptEnd("sent", provider_called=True), finished_at=NOW
+            )
 
 
 async def test_the_audit_fails_on_a_planted_double_send(client, container, clock):

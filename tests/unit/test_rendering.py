@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jinja2
 import pytest
 
 from app.adapters.rendering import Renderer
@@ -90,3 +91,24 @@ def test_unsubscribe_tokens_round_trip_and_refuse_forgeries():
     payload, mac = token.split(".")
     with pytest.raises(NotFound):
         LINKS.read(f"{payload}x.{mac}")
+
+
+def test_a_kind_without_an_html_part_is_looked_up_on_disk_once(tmp_path, monkeypatch):
+    """Jinja caches the templates it found, not a missing one: the renderer remembers that a
+    kind has no HTML part instead of searching the folders again at every send."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "email_subject.txt").write_text("Hello")
+    (tmp_path / "plain" / "email.txt").write_text("Text only")
+    lookups: list[str] = []
+    real = jinja2.FileSystemLoader.get_source
+
+    def counted(loader, environment, name):
+        lookups.append(name)
+        return real(loader, environment, name)
+
+    monkeypatch.setattr(jinja2.FileSystemLoader, "get_source", counted)
+    renderer = Renderer(tmp_path)
+    for _ in range(3):
+        message = renderer.render(reminder("plain"), CUSTOMER, "email")
+        assert message.html is None and message.text == "Text only"
+    assert lookups.count("plain/email.html") == 1

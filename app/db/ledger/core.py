@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app.domain.errors import LeaseLost, LedgerUnavailable
 from app.domain.ledger import (
     UNNAMED_CLAIMANT,
+    AttemptEnd,
     Claim,
     Claimant,
     DeadLetterEntry,
@@ -114,10 +115,12 @@ class CoreLedger(LedgerGateway):
         *,
         now: datetime,
         values: Mapping[str, Any],
+        ended: AttemptEnd | None = None,
     ) -> None:
-        """Compare-and-set the claimed row and, once every channel is final, the reminder."""
+        """Compare-and-set the claimed row (with its attempt's outcome) and, once every
+        channel is final, the reminder."""
         async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-            await _finalize_or_raise(conn, record, values, now=now)
+            await _finalize_or_raise(conn, record, values, ended, now=now)
         await self.settle_if_final(reminder, values, now=now)
 
     async def finalize_failed_send(
@@ -129,10 +132,11 @@ class CoreLedger(LedgerGateway):
         values: Mapping[str, Any],
         dead_letter: DeadLetterEntry | None,
         disable_webhook: bool,
+        ended: AttemptEnd | None = None,
     ) -> None:
         """The fenced finalize, the dead letter and the 410's webhook switch-off, together."""
         async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-            await _finalize_or_raise(conn, record, values, now=now)
+            await _finalize_or_raise(conn, record, values, ended, now=now)
             if dead_letter is not None:
                 await _add_dead_letter(conn, dead_letter, now=now)
             if disable_webhook:
@@ -152,20 +156,11 @@ class CoreLedger(LedgerGateway):
             )
 
     async def record_outcome(
-        self,
-        record: SendRecordView,
-        *,
-        outcome: str,
-        provider_called: bool,
-        error_class: str | None,
-        now: datetime,
+        self, record: SendRecordView, ended: AttemptEnd, *, now: datetime
     ) -> None:
         """Write how the attempt ended, once (``attempts_repo.record_outcome``)."""
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            await attempts_repo.record_outcome(
-                conn, record, outcome=outcome, provider_called=provider_called,
-                error_class=error_class, finished_at=now,
-            )  # fmt: skip
+            await attempts_repo.record_outcome(conn, record, ended, finished_at=now)
 
     async def count_outcomes(self, record: SendRecordView, outcome: str) -> int:
         """How many attempts of this send ended with ``outcome``."""
@@ -195,12 +190,19 @@ async def connection_failures_as_unavailable() -> AsyncIterator[None]:
 
 
 async def _finalize_or_raise(
-    conn: AsyncConnection, record: SendRecordView, values: Mapping[str, Any], *, now: datetime
+    conn: AsyncConnection,
+    record: SendRecordView,
+    values: Mapping[str, Any],
+    ended: AttemptEnd | None,
+    *,
+    now: datetime,
 ) -> None:
     # Raising inside ``engine.begin()`` rolls the whole phase back: a worker that lost its
     # lease writes nothing, neither the row nor what goes with it.
     if not await repo.update_claimed_send(conn, record, now=now, values=values):
         raise LeaseLost()
+    if ended is not None:
+        await attempts_repo.record_outcome(conn, record, ended, finished_at=now)
 
 
 async def _add_dead_letter(conn: AsyncConnection, entry: DeadLetterEntry, *, now: datetime) -> None:

@@ -26,7 +26,15 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.domain.errors import LeaseLost, LedgerUnavailable
-from app.domain.ledger import UNNAMED_CLAIMANT, Claim, Claimant, Earlier, LedgerKey, SendRecordView
+from app.domain.ledger import (
+    UNNAMED_CLAIMANT,
+    AttemptEnd,
+    Claim,
+    Claimant,
+    Earlier,
+    LedgerKey,
+    SendRecordView,
+)
 from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
 from app.group_commit import GroupCommit
@@ -39,7 +47,6 @@ from .postgres_sql import (
     CLAIM_OR_READ,
     FINALIZE_COLUMNS,
     GET_RECORD,
-    RECORD_OUTCOMES,
     RELEASE,
     SETTLE,
     SUPPRESSION_REASONS,
@@ -76,9 +83,6 @@ class PgLedger(CoreLedger):
             self._claim_batch, key=lambda item: item.key, max_in_flight=self._in_flight
         )
         self._finalizes: dict[tuple[str, ...], GroupCommit[_Finalize, tuple[int, bool]]] = {}
-        self._outcomes = GroupCommit(
-            self._many(RECORD_OUTCOMES), key=lambda row: row[:2], max_in_flight=self._in_flight
-        )
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -97,7 +101,6 @@ class PgLedger(CoreLedger):
         """Close the raw connections; like a disposed engine, the ledger stays usable."""
         groups: list[GroupCommit[Any, Any]] = [
             self._claims,
-            self._outcomes,
             *self._finalizes.values(),
         ]
         for group in groups:
@@ -152,29 +155,6 @@ class PgLedger(CoreLedger):
         by_position = {row["n"]: row for row in rows}
         return [by_position.get(position) for position in range(1, len(items) + 1)]
 
-    async def record_outcome(
-        self,
-        record: SendRecordView,
-        *,
-        outcome: str,
-        provider_called: bool,
-        error_class: str | None,
-        now: datetime,
-    ) -> None:
-        """``CoreLedger.record_outcome`` in a statement shared with concurrent deliveries."""
-        await self._outcomes.submit(
-            (record.id, record.attempt_count, outcome[:40], provider_called,
-             error_class[:64] if error_class else None, now)
-        )  # fmt: skip
-
-    def _many(self, sql: str) -> Any:
-        # A statement over arrays, one per column of the items (tuples); no result per item.
-        async def run(items: Sequence[tuple[Any, ...]]) -> list[None]:
-            await self._fetch(sql, *(list(column) for column in zip(*items, strict=True)))
-            return [None] * len(items)
-
-        return run
-
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
         """The ledger row for a key, if any."""
         args = GET_RECORD.args(
@@ -196,15 +176,17 @@ class PgLedger(CoreLedger):
         *,
         now: datetime,
         values: Mapping[str, Any],
+        ended: AttemptEnd | None = None,
     ) -> None:
-        """Compare-and-set the claimed row and, once every channel is final, the reminder."""
+        """Compare-and-set the claimed row (with its attempt's outcome, ``attempt_ended``)
+        and, once every channel is final, the reminder."""
         columns = tuple(sorted(values))
         unknown = set(columns) - FINALIZE_COLUMNS
         if unknown:
             raise ValueError(f"finalize cannot set {sorted(unknown)}")
         item = _Finalize(
             record.id, record.attempt_count, now, reminder.id, len(reminder.channels),
-            tuple(values[name] for name in columns),
+            _ended_values(ended), tuple(values[name] for name in columns),
         )  # fmt: skip
         finalized, settled = await self._finalize_group(columns).submit(item)
         if not finalized:
@@ -223,7 +205,7 @@ class PgLedger(CoreLedger):
                     item = items[0]
                     row = await self._fetchrow(
                         single, item.record_id, item.attempt, item.now, item.reminder_id,
-                        item.channel_count, *item.values,
+                        item.channel_count, *item.ended, *item.values,
                     )  # fmt: skip
                     return [(row[0], bool(row[1])) if row else (0, False)]
                 try:
@@ -297,7 +279,13 @@ class _Finalize:
     now: datetime
     reminder_id: str
     channel_count: int
+    ended: tuple[str | None, bool | None, str | None]  # the attempt's outcome (``_ended_values``)
     values: tuple[Any, ...]  # in the order of the group's columns
+
+
+def _ended_values(ended: AttemptEnd | None) -> tuple[str | None, bool | None, str | None]:
+    # An attempt's outcome as the finalize statements take it; all NULL: none to write.
+    return (None, None, None) if ended is None else ended.columns()
 
 
 def _claim_arrays(items: Sequence[_Claim]) -> list[list[Any]]:
@@ -320,6 +308,7 @@ def _finalize_arrays(items: Sequence[_Finalize]) -> list[list[Any]]:
         [item.now for item in items],
         [item.reminder_id for item in items],
         [item.channel_count for item in items],
+        *([*column] for column in zip(*(item.ended for item in items), strict=True)),
     ]
     return fixed + [list(column) for column in zip(*(item.values for item in items), strict=True)]
 

@@ -19,6 +19,7 @@ from . import repo
 from .postgres_sql import (
     REMINDER_IS_OPEN,
     all_channels_final,
+    attempt_ended,
     delivery_summary,
     is_final,
     still_held,
@@ -117,6 +118,9 @@ FINALIZE_TYPES = {
     "last_error": "text",
 }
 
+# The input's columns holding each attempt's outcome (``attempt_ended``).
+ENDED_COLUMNS = ("i.ended_outcome", "i.ended_called", "i.ended_error")
+
 
 def finalize_batch_statement(columns: tuple[str, ...]) -> str:
     """Fenced finalizes of many rows plus, for each reminder whose channels all became final,
@@ -127,11 +131,13 @@ def finalize_batch_statement(columns: tuple[str, ...]) -> str:
     channels of one reminder may be finalized by the same statement). A concurrent finalize
     of another channel that this snapshot misses is settled by the gateway afterwards
     (``SETTLE``), as for the single statement.
+    Each attempt's outcome is written in the same statement (``attempt_ended``).
     Parameters: $1 record ids, $2 attempts, $3 each item's now, $4 reminder ids, $5 channel
-    counts, then one array per column of ``columns``, in order.
+    counts, $6-$8 the attempts' outcomes, provider called and error classes, then one array
+    per column of ``columns``, in order.
     Returns one row per finalized record: its id and whether its reminder was settled.
     """
-    arrays = ", ".join(f"${i}::{FINALIZE_TYPES[name]}[]" for i, name in enumerate(columns, 6))
+    arrays = ", ".join(f"${i}::{FINALIZE_TYPES[name]}[]" for i, name in enumerate(columns, 9))
     sets = ", ".join(f"{name} = i.{name}" for name in columns)
     rows_now = """
             SELECT channel, state, outcome FROM send_records
@@ -143,8 +149,9 @@ def finalize_batch_statement(columns: tuple[str, ...]) -> str:
     return f"""
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::text[], $5::int[],
-                         {arrays})
-        AS i(id, attempt, now, reminder_id, channel_count, {", ".join(columns)})
+                         $6::text[], $7::bool[], $8::text[], {arrays})
+        AS i(id, attempt, now, reminder_id, channel_count, ended_outcome, ended_called,
+             ended_error, {", ".join(columns)})
 ), finalized AS (
     UPDATE send_records sr SET lease_until = NULL, updated_at = i.now, {sets}
     FROM (SELECT * FROM input ORDER BY id) AS i
@@ -162,6 +169,8 @@ WITH input AS (
     WHERE reminders.id = d.reminder_id AND {REMINDER_IS_OPEN}
       AND {all_channels_final("d.channel_count", rows_now)}
     RETURNING reminders.id
+), ended AS (
+    {attempt_ended("i.id", "i.attempt", "i.now", ENDED_COLUMNS, source="input AS i")}
 )
 SELECT f.id, EXISTS (SELECT 1 FROM done WHERE done.id = f.reminder_id) AS settled
 FROM finalized f

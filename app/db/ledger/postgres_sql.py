@@ -203,11 +203,14 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
     count ``repo.settle_reminder`` makes. That snapshot may miss another channel's
     concurrent finalize: the gateway then settles again in a statement of its own after
     this one committed (``SETTLE``), as ``repo.settle_reminder`` explains.
+    The attempt's outcome (``AttemptEnd``, when given) is written in the same statement,
+    only if the fence let the finalize through (``attempt_ended``).
     Returns (rows finalized, reminders settled).
     Parameters: $1 record id, $2 attempt, $3 now, $4 reminder id, $5 channel count,
+    $6-$8 the attempt's outcome, provider called and error class (NULL outcome: none),
     then the values of ``columns`` in order.
     """
-    sets = ", ".join(f"{name} = ${index}" for index, name in enumerate(columns, start=6))
+    sets = ", ".join(f"{name} = ${index}" for index, name in enumerate(columns, start=9))
     rows_now = """
         SELECT channel, state, outcome FROM send_records WHERE reminder_id = $4 AND id <> $1
         UNION ALL
@@ -216,7 +219,7 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
 WITH finalized AS (
     UPDATE send_records SET lease_until = NULL, updated_at = $3, {sets}
     WHERE id = $1 AND {still_held("send_records", "$2")}
-    RETURNING channel, state, outcome
+    RETURNING id, channel, state, outcome
 ), done AS (
     UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3,
            delivery = {delivery_summary(rows_now)}
@@ -224,20 +227,33 @@ WITH finalized AS (
       AND EXISTS (SELECT 1 FROM finalized WHERE {is_final("finalized")})
       AND {all_channels_final("$5", rows_now)}
     RETURNING 1
+), ended AS (
+    {attempt_ended("$1", "$2", "$3", ("$6::text", "$7::bool", "$8::text"))}
 )
 SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done)
 """
 
 
+def attempt_ended(
+    record_id: str,
+    attempt: str,
+    now: str,
+    ended: tuple[str, str, str],
+    *,
+    source: str = "",
+) -> str:
+    """The attempt's outcome (``ended``: outcome, provider called, error class) written to
+    ``send_attempts`` once (an outcome already there stays: ``attempts_repo.record_outcome``)
+    and only for a send the fence let through (its id among the ``finalized`` CTE's); a NULL
+    outcome writes nothing. ``source``: a FROM list the expressions read (the batch's input)."""
+    outcome, called, error = ended
+    return f"""UPDATE send_attempts SET outcome = {outcome}, provider_called = {called},
+           error_class = {error}, finished_at = {now}
+    {f"FROM {source}" if source else ""}
+    WHERE send_attempts.send_record_id = {record_id} AND send_attempts.attempt = {attempt}
+      AND send_attempts.outcome IS NULL AND {outcome} IS NOT NULL
+      AND EXISTS (SELECT 1 FROM finalized WHERE finalized.id = {record_id})"""
+
+
 # ``suppressions_repo.reasons_for`` for an array of normalized addresses.
 SUPPRESSION_REASONS = "SELECT email, reason FROM suppressions WHERE email = ANY($1::text[])"
-
-# The attempts' outcomes (``attempts_repo``), many rows per statement (group commit).
-# Written once: an attempt that has an outcome keeps it (``attempts_repo.record_outcome``).
-RECORD_OUTCOMES = """
-UPDATE send_attempts a SET outcome = i.outcome, provider_called = i.called,
-       error_class = i.error_class, finished_at = i.finished_at
-FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bool[], $5::text[], $6::timestamptz[])
-     AS i(id, attempt, outcome, called, error_class, finished_at)
-WHERE a.send_record_id = i.id AND a.attempt = i.attempt AND a.outcome IS NULL
-"""
