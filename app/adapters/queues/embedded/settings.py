@@ -21,7 +21,9 @@ class EmbeddedQueueSettings(BaseSettings):
     # Where the dispatcher POSTs /push/{queue}; default REMINDERS_PUBLIC_BASE_URL, and
     # under `reminders serve` the address it binds.
     push_base_url: str | None = None
-    concurrency: int = Field(default=16, ge=1, le=1024)
+    # 64 in flight: measured on PostgreSQL, in process, 20,000 reminders: 452-462/s and 2.7 ms
+    # of CPU per reminder, against 332/s and 3.7 ms at 16 (larger groups per statement).
+    concurrency: int = Field(default=64, ge=1, le=1024)
     batch_size: int = Field(default=64, ge=1, le=5000)
     poll_interval_seconds: float = Field(default=0.5, gt=0)
     max_retries: int = Field(default=16, ge=0)
