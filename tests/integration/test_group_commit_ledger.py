@@ -14,12 +14,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.container import build_container
 from app.db.engine import create_engine
 from app.db.ledger import PgLedger
+from app.db.ledger.postgres import _Finalize, _finalize_arrays
+from app.db.ledger.postgres_batch_sql import finalize_batch_statement
 from app.db.tables import customers, reminders, send_attempts, send_records
 from app.domain.errors import LeaseLost
 from app.domain.ledger import AttemptEnd, LedgerKey
@@ -293,3 +295,25 @@ async def test_cached_statements_are_planned_again_within_half_a_minute(ledger, 
     async with ledger.pool.acquire() as conn:
         lifetime = conn._config.max_cached_statement_lifetime  # asyncpg's own timer
     assert lifetime == STATEMENT_LIFETIME_SECONDS <= 60
+
+
+async def test_the_group_finalize_finds_its_rows_by_key_not_by_state(ledger, engine):
+    """With 'sending' rare in the statistics, the planner read the (state, lease_until) index
+    for every entry of 'sending', dead ones included until a vacuum (63,518 entries, 7-13 ms
+    for 20 rows in a 100,000-reminder run). The fence must not be an index condition."""
+    await seed(engine, 200)
+    claims = await claim_all(ledger, [key(i) for i in range(200)])
+    async with engine.begin() as conn:
+        await conn.execute(update(send_records).values(state="sent"))
+        await conn.exec_driver_sql("ANALYZE send_records")
+    items = [
+        _Finalize(claim.record.id, 1, NOW, f"r{i}", 1, (None, None, None), ("sent", "sent"))
+        for i, claim in enumerate(claims[:20])
+    ]
+    pool = await ledger.pool
+    async with pool.acquire() as conn:
+        plan = await conn.fetchval(
+            "EXPLAIN (FORMAT JSON) " + finalize_batch_statement(("state", "outcome")),
+            *_finalize_arrays(items),
+        )
+    assert "ix_send_records_state_lease_until" not in plan

@@ -22,7 +22,7 @@ from .postgres_sql import (
     attempt_ended,
     delivery_summary,
     is_final,
-    still_held,
+    still_held_by_key,
 )
 from .rows import VIEW_COLUMNS
 
@@ -155,7 +155,7 @@ WITH input AS (
 ), finalized AS (
     UPDATE send_records sr SET lease_until = NULL, updated_at = i.now, {sets}
     FROM (SELECT * FROM input ORDER BY id) AS i
-    WHERE sr.id = i.id AND {still_held("sr", "i.attempt")}
+    WHERE sr.id = i.id AND {still_held_by_key("sr", "i.attempt")}
     RETURNING sr.id, sr.reminder_id, sr.channel, sr.state, sr.outcome
 ), final_reminders AS (
     SELECT DISTINCT ON (f.reminder_id) f.reminder_id, i.channel_count, i.now

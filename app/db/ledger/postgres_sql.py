@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +46,18 @@ REMINDER_IS_OPEN = rules.sql_text(rules.reminder_is_open(table("reminders", colu
 def still_held(row: str, attempt: str) -> str:
     """``rules.still_held`` for the row ``row`` and the attempt expression ``attempt``."""
     return rules.sql_text(rules.still_held(rules.sql_row(row), literal_column(attempt)))
+
+
+def still_held_by_key(row: str, attempt: str) -> str:
+    """``still_held`` with the row's state in a form no index matches, for a statement that
+    finds its rows by primary key. Otherwise the planner may take the (state, lease_until)
+    index for ``state = 'sending'`` and read every entry for it, dead ones included until a
+    vacuum: 63,518 of them for a batch finalize of 20 rows (7-13 ms) in a 100,000-reminder
+    run, against a key lookup per row."""
+    state = literal_column(f"({row}.state || '')")
+    attempt_count = literal_column(f"{row}.attempt_count")
+    keyed = SimpleNamespace(c=SimpleNamespace(state=state, attempt_count=attempt_count))
+    return rules.sql_text(rules.still_held(keyed, literal_column(attempt)))
 
 
 def is_final(row: str) -> str:
