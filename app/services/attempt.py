@@ -7,7 +7,8 @@ have reclaimed the row at once) and again right before the provider call; a leas
 ended or ends within the safety margin (``lease_margin``) means no provider call. A renewal
 refused during the call cancels it, and a call cut off after its request left is
 ``unknown_outcome``, never a plain timeout. Every attempt is appended to ``send_attempts``
-at the claim and given its outcome at the end (``attempts_repo``).
+at the claim and given its outcome by the finalize that ends it, or at the end when no
+finalize ran (``attempts_repo``).
 """
 
 from __future__ import annotations
