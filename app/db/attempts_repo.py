@@ -8,9 +8,9 @@ read it):
   (send record, attempt number); a second call for the same attempt changes nothing.
 - ``record_outcome`` once the attempt ended: in the finalize's own transaction (the
   PostgreSQL gateway writes it in the finalize's statement), or on its own when no finalize
-  ran (the claim given back before the provider call, a lease lost): whether the provider was called, the outcome (``sent``, a
-  failure's error class such as ``unknown_outcome``, ``stale``, ``lease_expired``, ...).
-  Written once: a row that has an outcome keeps it.
+  ran (the claim given back before the provider call, a lease lost): whether the provider
+  was called, the outcome (``sent``, a failure's error class such as ``unknown_outcome``,
+  ``stale``, ``lease_expired``, ...). Written once: a row that has an outcome keeps it.
 - ``list_attempts`` / ``list_attempts_of_reminder``: a send's history, oldest first.
 - ``calls_maybe_accepted_twice``, ``accepted_by_two_providers`` and
   ``reclaims_without_outcome``: the audit's checks of the attempts.
