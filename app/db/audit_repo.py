@@ -31,27 +31,20 @@ async def _ids(conn: AsyncConnection, statement: object, limit: int) -> list[str
 
 async def sent_twice(conn: AsyncConnection, *, since: datetime, limit: int) -> list[str]:
     """(reminder, channel) pairs with two ``sent`` rows (two providers of one channel),
-    among rows changed since ``since`` (``updated_at`` index, then the key index)."""
+    among rows changed since ``since`` (``updated_at`` index, then the key index: the state
+    is ``unindexed``, or SQLite read every sent row once per sent row, 1.2 s per audit at
+    5,000 reminders on its one connection)."""
     other = sr.alias("other")
     twin = exists().where(
         other.c.reminder_id == sr.c.reminder_id,
         other.c.channel == sr.c.channel,
         other.c.id != sr.c.id,
-        _not_by_index(other.c.state) == SendState.SENT.value,
+        rules.unindexed(other.c.state) == SendState.SENT.value,
     )
     statement = select(sr.c.reminder_id, sr.c.channel).where(
-        sr.c.updated_at >= since, _not_by_index(sr.c.state) == SendState.SENT.value, twin
+        sr.c.updated_at >= since, rules.unindexed(sr.c.state) == SendState.SENT.value, twin
     )
     return await _ids(conn, statement.distinct(), limit)
-
-
-def _not_by_index(column: ColumnElement[str]) -> ColumnElement[str]:
-    # The column as an expression no index matches. Without statistics SQLite prefers an
-    # equality on (state, lease_until) to any other index: the outer scan then read every
-    # sent row instead of the recent window, and the correlated twin lookup did so again
-    # for each of them instead of using the (reminder, channel, provider) key: 1.2 s per
-    # audit at 5,000 reminders on SQLite's one connection, holding every delivery back.
-    return column.concat("")
 
 
 async def leases_long_expired(conn: AsyncConnection, *, before: datetime, limit: int) -> list[str]:

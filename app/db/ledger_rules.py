@@ -49,6 +49,14 @@ def _states(states: list[str]) -> list[ColumnElement[Any]]:
     return [_literal(state) for state in sorted(states)]
 
 
+def unindexed(column: ColumnElement[str]) -> ColumnElement[str]:
+    """The column as an expression no index matches (``column || ''``), where a plan by
+    another index must win: without fresh statistics the planners (SQLite always) prefer an
+    equality on (state, lease_until) and read every entry of that state, dead ones included,
+    instead of a key lookup."""
+    return column.concat(_literal(""))
+
+
 FINAL = [state.value for state in FINAL_SEND_STATES]
 OPEN_REMINDER = [ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value]
 WITHHELD = [outcome.value for outcome in WITHHELD_OUTCOMES]

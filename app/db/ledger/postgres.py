@@ -308,7 +308,7 @@ def _finalize_arrays(items: Sequence[_Finalize]) -> list[list[Any]]:
         [item.now for item in items],
         [item.reminder_id for item in items],
         [item.channel_count for item in items],
-        *([*column] for column in zip(*(item.ended for item in items), strict=True)),
+        *(list(column) for column in zip(*(item.ended for item in items), strict=True)),
     ]
     return fixed + [list(column) for column in zip(*(item.values for item in items), strict=True)]
 
