@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import email
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from app.adapters.channels import outbox as outbox_module
 from app.adapters.channels.outbox import OutboxProvider, _write_durably
 from app.domain.errors import TransientProviderError
 from app.domain.messages import RenderedMessage
@@ -74,3 +76,50 @@ async def test_a_resend_with_the_same_key_replaces_the_file(tmp_path):
     assert [p.name for p in (tmp_path / "email").iterdir()] == [
         Path(first.provider_request_id).name
     ]
+
+
+def counting(monkeypatch, name: str, real):
+    """Replace outbox's ``name`` by ``real`` that also counts its calls."""
+    calls: list[object] = []
+
+    def wrapper(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(f"app.adapters.channels.outbox.{name}", wrapper)
+    return calls
+
+
+@pytest.mark.skipif(outbox_module._SYNCFS is None, reason="syncfs needs Linux 5.8 or later")
+def test_a_batch_flushes_its_data_with_one_syncfs_not_an_fsync_per_file(tmp_path, monkeypatch):
+    syncfs_calls = counting(monkeypatch, "_SYNCFS", outbox_module._SYNCFS)
+    fsync_calls = counting(monkeypatch, "os.fsync", os.fsync)
+    files = [(tmp_path / "email" / f"{n}.eml", b"%d" % n) for n in range(30)]
+    files += [(tmp_path / "webhook" / f"{n}.json", b"{}") for n in range(5)]
+    assert _write_durably(files) == [None] * 35
+    assert len(syncfs_calls) == 1  # both folders are on one file system
+    assert len(fsync_calls) == 2  # one per folder, for the renames; none per file
+    assert (tmp_path / "email" / "29.eml").read_bytes() == b"29"
+    assert not list(tmp_path.glob("*/.tmp-*"))
+
+
+def test_where_syncfs_fails_each_file_is_fsynced_and_a_failure_is_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(outbox_module, "_SYNCFS", lambda fd: -1)
+    real_fsync = os.fsync
+    flushed: list[str] = []
+
+    def fsync(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if name.endswith(("email", "webhook")):
+            return real_fsync(fd)  # a folder, after the renames
+        flushed.append(name)
+        if len(flushed) == 2:
+            raise OSError(5, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    files = [(tmp_path / "email" / f"{n}.eml", b"%d" % n) for n in range(3)]
+    first, second, third = _write_durably(files)
+    assert len(flushed) == 3
+    assert first is None and third is None and isinstance(second, OSError)
+    assert sorted(p.name for p in (tmp_path / "email").iterdir()) == ["0.eml", "2.eml"]

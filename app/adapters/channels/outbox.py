@@ -9,10 +9,13 @@ provider that honours idempotency keys.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import json
 import os
+import platform
 import re
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -102,20 +105,96 @@ class OutboxProvider:
 
 
 def _write_durably(files: Sequence[_File]) -> list[BaseException | None]:
-    """Write each file atomically and durably: its data flushed before the rename, the
-    renames flushed with their folders. One failed file fails only itself."""
+    """Write each file atomically and durably: every file's data flushed before its rename,
+    the renames flushed with their folders. One failed file fails only itself.
+
+    The data of the whole batch is flushed at once (``_flush_data``): one flush of the file
+    system instead of one fsync per file, which the disk takes several times faster
+    (``bench/fsync_ceiling.py``)."""
     results: list[BaseException | None] = []
-    folders: set[Path] = set()
+    temps: list[tuple[int, str, Path]] = []  # (index in results, temporary name, path)
     for path, content in files:
         try:
-            _replace(*_write_temp(path, content, fsync=True))
-            folders.add(path.parent)
-            results.append(None)
+            temp_name, _ = _write_temp(path, content, fsync=False)
         except OSError as error:
             results.append(error)
-    for folder in folders:
+            continue
+        temps.append((len(results), temp_name, path))
+        results.append(None)
+    for (index, temp_name, path), error in zip(temps, _flush_data(temps), strict=True):
+        results[index] = error or _rename(temp_name, path)
+    for folder in {path.parent for index, _, path in temps if results[index] is None}:
         _fsync_folder(folder)
     return results
+
+
+def _flush_data(temps: Sequence[tuple[int, str, Path]]) -> list[OSError | None]:
+    """Make the temporary files' data durable: one ``syncfs`` per file system where the
+    kernel reports its writeback errors, otherwise (or if it fails) an fsync per file, so
+    each error belongs to its own file. A file that could not be flushed is removed."""
+    if temps and _syncfs_each({path.parent for _, _, path in temps}):
+        return [None] * len(temps)
+    errors: list[OSError | None] = []
+    for _, temp_name, _ in temps:
+        try:
+            _fsync_path(temp_name)
+            errors.append(None)
+        except OSError as error:
+            Path(temp_name).unlink(missing_ok=True)
+            errors.append(error)
+    return errors
+
+
+def _syncfs_each(folders: set[Path]) -> bool:
+    """``syncfs`` on the file system of each folder; False where it is not to be trusted."""
+    if _SYNCFS is None:
+        return False
+    devices: dict[int, Path] = {}
+    for folder in folders:
+        try:
+            devices.setdefault(os.stat(folder).st_dev, folder)
+        except OSError:
+            return False
+    for folder in devices.values():
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            if _SYNCFS(fd) != 0:
+                return False
+        finally:
+            os.close(fd)
+    return True
+
+
+def _linux_syncfs() -> Callable[[int], int] | None:
+    # syncfs reports writeback errors since Linux 5.8; before that it flushed and said
+    # nothing, so an fsync per file is the only way to learn a write failed.
+    if sys.platform != "linux":
+        return None
+    try:
+        version = tuple(int(part) for part in platform.release().split(".")[:2])
+        function: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).syncfs
+    except (ValueError, OSError, AttributeError):
+        return None
+    return function if version >= (5, 8) else None
+
+
+_SYNCFS = _linux_syncfs()
+
+
+def _fsync_path(name: str) -> None:
+    fd = os.open(name, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _rename(temp_name: str, path: Path) -> OSError | None:
+    try:
+        _replace(temp_name, path)
+    except OSError as error:
+        return error
+    return None
 
 
 def _write_temp(path: Path, content: bytes, *, fsync: bool) -> tuple[str, Path]:
