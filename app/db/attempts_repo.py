@@ -27,12 +27,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, exists, func, literal, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, case, exists, func, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.ledger import AttemptEnd, LedgerKey, SendRecordView
 
-from .dialects import insert_for
 from .tables import send_attempts
 
 sa_ = send_attempts
@@ -64,15 +64,15 @@ async def record_attempt(
     provider_deduplicates: bool,
 ) -> None:
     """Append the row of the attempt a claim just took (``record.attempt_count``)."""
-    stmt = insert_for(conn, sa_).values(
-        send_record_id=record.id, reminder_id=key.reminder_id, channel=key.channel,
-        provider=key.provider, attempt=record.attempt_count, claimed_by=claimed_by[:200],
-        claimed_at=claimed_at, lease_until=record.lease_until,
-        provider_deduplicates=provider_deduplicates,
-    )  # fmt: skip
     await conn.execute(
-        stmt.on_conflict_do_nothing(index_elements=[sa_.c.send_record_id, sa_.c.attempt])
-    )
+        _RECORD_ATTEMPT[conn.dialect.name],
+        {
+            "b_record_id": record.id, "b_reminder_id": key.reminder_id, "b_channel": key.channel,
+            "b_provider": key.provider, "b_attempt": record.attempt_count,
+            "b_claimed_by": claimed_by[:200], "b_claimed_at": claimed_at,
+            "b_lease_until": record.lease_until, "b_deduplicates": provider_deduplicates,
+        },
+    )  # fmt: skip
 
 
 async def record_outcome(
@@ -81,18 +81,42 @@ async def record_outcome(
     """Write how the attempt ended, once; False when it had no row or already an outcome."""
     outcome, provider_called, error_class = ended.columns()
     result = await conn.execute(
-        update(sa_)
-        .where(
-            sa_.c.send_record_id == record.id,
-            sa_.c.attempt == record.attempt_count,
-            sa_.c.outcome.is_(None),
-        )
-        .values(
-            outcome=outcome, provider_called=provider_called, error_class=error_class,
-            finished_at=finished_at,
-        )
+        _RECORD_OUTCOME,
+        {
+            "b_record_id": record.id, "b_attempt": record.attempt_count, "b_ended": outcome,
+            "b_called": provider_called, "b_error": error_class, "b_finished": finished_at,
+        },
     )  # fmt: skip
     return result.rowcount == 1
+
+
+# Both built once, their values bound (a statement built with its values costs SQLAlchemy a
+# cache key of each value on every call: these run for every send).
+_ATTEMPT_ROW: dict[str, Any] = {
+    "send_record_id": bindparam("b_record_id"), "reminder_id": bindparam("b_reminder_id"),
+    "channel": bindparam("b_channel"), "provider": bindparam("b_provider"),
+    "attempt": bindparam("b_attempt"), "claimed_by": bindparam("b_claimed_by"),
+    "claimed_at": bindparam("b_claimed_at"), "lease_until": bindparam("b_lease_until"),
+    "provider_deduplicates": bindparam("b_deduplicates"),
+}  # fmt: skip
+_RECORD_ATTEMPT = {
+    name: dialect.insert(sa_)
+    .values(_ATTEMPT_ROW)
+    .on_conflict_do_nothing(index_elements=[sa_.c.send_record_id, sa_.c.attempt])
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+}
+_RECORD_OUTCOME = (
+    update(sa_)
+    .where(
+        sa_.c.send_record_id == bindparam("b_record_id"),
+        sa_.c.attempt == bindparam("b_attempt"),
+        sa_.c.outcome.is_(None),
+    )
+    .values(
+        outcome=bindparam("b_ended"), provider_called=bindparam("b_called"),
+        error_class=bindparam("b_error"), finished_at=bindparam("b_finished"),
+    )
+)  # fmt: skip
 
 
 async def count_outcomes(conn: AsyncConnection, send_record_id: int, outcome: str) -> int:

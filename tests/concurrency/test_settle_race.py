@@ -22,7 +22,7 @@ from app.domain.ledger import LedgerKey
 from app.domain.messages import ReminderView
 from app.domain.states import SendState
 from tests.support.flow import API
-from tests.support.ledger_gateways import engine, gateway
+from tests.support.ledger_gateways import IMPLEMENTATIONS, engine, gateway
 from tests.support.ledger_states import seed_enqueued
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -30,7 +30,7 @@ LEASE = timedelta(seconds=60)
 SENT = {"state": SendState.SENT.value, "outcome": "sent", "sent_at": NOW}
 
 pytestmark = pytest.mark.anyio
-both = pytest.mark.parametrize("implementation", ["core", "pg"])
+both = pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 __all__ = ["engine", "gateway"]  # the gateway fixtures of the contract suite
 
 

@@ -22,6 +22,7 @@ from app.domain.errors import LeaseLost
 from app.domain.ledger import Claim, Claimant, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import SendState
+from tests.support.ledger_gateways import IMPLEMENTATIONS
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
@@ -30,7 +31,7 @@ WEBHOOK = LedgerKey("rem-1", "webhook", "outbox")
 
 # Module-level anyio mark: parametrized async tests keep their parameters.
 pytestmark = pytest.mark.anyio
-both = pytest.mark.parametrize("implementation", ["core", "pg"])
+both = pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 
 
 async def seed(engine: AsyncEngine, *, channels: tuple[str, ...] = ("email",)) -> None:

@@ -121,8 +121,8 @@ def _write_durably(files: Sequence[_File]) -> list[BaseException | None]:
             continue
         temps.append((len(results), temp_name, path))
         results.append(None)
-    for (index, temp_name, path), error in zip(temps, _flush_data(temps), strict=True):
-        results[index] = error or _rename(temp_name, path)
+    for (index, temp_name, path), unflushed in zip(temps, _flush_data(temps), strict=True):
+        results[index] = unflushed or _rename(temp_name, path)
     for folder in {path.parent for index, _, path in temps if results[index] is None}:
         _fsync_folder(folder)
     return results

@@ -3,7 +3,8 @@
 - ``repo``: the SQLAlchemy Core statements (any database; the services' other ledger reads
   and writes use them too);
 - ``rows``: the one mapping from rows to domain views;
-- ``core.CoreLedger``: the gateway on those statements (SQLite, and any database);
+- ``core.CoreLedger``: the gateway on those statements (any database);
+- ``sqlite.SqliteLedger``: the same, its claims and finalizes sharing transactions (SQLite);
 - ``postgres.PgLedger``: the same gateway whose hot phases run as single raw statements on
   asyncpg's own pool (PostgreSQL); the same contract suite runs both.
 
@@ -24,16 +25,20 @@ from app.domain.ports import LedgerGateway
 
 from .core import CoreLedger
 from .postgres import STATEMENTS_IN_FLIGHT, PgLedger
+from .sqlite import SqliteLedger
 
-__all__ = ["CoreLedger", "LedgerGateway", "PgLedger", "ledger_for"]
+__all__ = ["CoreLedger", "LedgerGateway", "PgLedger", "SqliteLedger", "ledger_for"]
 
 
 def ledger_for(
     engine: AsyncEngine, *, raw_connections: int, statements_in_flight: int = STATEMENTS_IN_FLIGHT
 ) -> LedgerGateway:
     """The fastest gateway for the engine's database: raw asyncpg on PostgreSQL when it is
-    given connections of its own (``engine.connection_budget``), else SQLAlchemy Core.
+    given connections of its own (``engine.connection_budget``), SQLite's with its claims
+    and finalizes sharing transactions, else SQLAlchemy Core.
     ``statements_in_flight``: group statements of each kind running at once (``PgLedger``)."""
+    if engine.dialect.name == "sqlite":
+        return SqliteLedger(engine)
     if raw_connections < 1 or engine.dialect.driver != "asyncpg":
         return CoreLedger(engine)
     ledger = PgLedger(engine, size=raw_connections, statements_in_flight=statements_in_flight)

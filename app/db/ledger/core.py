@@ -60,14 +60,7 @@ class CoreLedger(LedgerGateway):
         """Claim and append its attempt (one transaction), then read the send context or
         the row (another statement)."""
         async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-            claimed = await repo.claim_send(
-                conn, key, now=now, lease_until=lease_until, earlier=earlier
-            )
-            if claimed is not None:
-                await attempts_repo.record_attempt(
-                    conn, claimed, key, claimed_by=claimant.worker, claimed_at=now,
-                    provider_deduplicates=claimant.provider_deduplicates,
-                )  # fmt: skip
+            claimed = await claim_with_attempt(conn, key, now, lease_until, earlier, claimant)
         if claimed is None:
             return Claim(False, await self.get_send_record(key))
         async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
@@ -120,7 +113,7 @@ class CoreLedger(LedgerGateway):
         """Compare-and-set the claimed row (with its attempt's outcome) and, once every
         channel is final, the reminder."""
         async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-            await _finalize_or_raise(conn, record, values, ended, now=now)
+            await finalize_or_raise(conn, record, values, ended, now=now)
         await self.settle_if_final(reminder, values, now=now)
 
     async def finalize_failed_send(
@@ -136,7 +129,7 @@ class CoreLedger(LedgerGateway):
     ) -> None:
         """The fenced finalize, the dead letter and the 410's webhook switch-off, together."""
         async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-            await _finalize_or_raise(conn, record, values, ended, now=now)
+            await finalize_or_raise(conn, record, values, ended, now=now)
             if dead_letter is not None:
                 await _add_dead_letter(conn, dead_letter, now=now)
             if disable_webhook:
@@ -189,7 +182,26 @@ async def connection_failures_as_unavailable() -> AsyncIterator[None]:
         raise
 
 
-async def _finalize_or_raise(
+async def claim_with_attempt(
+    conn: AsyncConnection,
+    key: LedgerKey,
+    now: datetime,
+    lease_until: datetime,
+    earlier: Earlier,
+    claimant: Claimant,
+) -> SendRecordView | None:
+    """The claim and its attempt row, in the caller's transaction: no committed claim is
+    ever without its history row."""
+    claimed = await repo.claim_send(conn, key, now=now, lease_until=lease_until, earlier=earlier)
+    if claimed is not None:
+        await attempts_repo.record_attempt(
+            conn, claimed, key, claimed_by=claimant.worker, claimed_at=now,
+            provider_deduplicates=claimant.provider_deduplicates,
+        )  # fmt: skip
+    return claimed
+
+
+async def finalize_or_raise(
     conn: AsyncConnection,
     record: SendRecordView,
     values: Mapping[str, Any],
