@@ -5,7 +5,9 @@ SQLite runs every statement of the process through one connection (``engine.py``
 concurrent deliveries queue for it; each claim and each finalize paid a pool checkout, a
 BEGIN and a COMMIT, and the connection's thread hand-offs for each, while every other
 delivery waited. Here the claims (and the finalizes) that queued meanwhile share one
-transaction: the same statements per delivery, one checkout and one commit per batch.
+transaction: the same statements per delivery, one checkout and one commit per batch, and
+the batch crosses to the connection's thread once (``sqlite_thread``), not four times for
+each statement.
 
 One item's refusal stays its own: a claim that finds its row not claimable and a finalize
 whose fence refuses it write nothing, so the batch goes on and commits the others. A
@@ -36,6 +38,7 @@ from app.domain.messages import ReminderView
 from app.domain.states import FINAL_SEND_STATES, SendState
 from app.group_commit import GroupCommit
 
+from ..sqlite_thread import run_in_connection_thread
 from . import repo
 from .core import CoreLedger, claim_with_attempt, connection_failures_as_unavailable
 from .core import finalize_or_raise as finalize_row
@@ -118,9 +121,12 @@ class SqliteLedger(CoreLedger):
     async def _in_one_transaction(
         self, run: Callable[[AsyncConnection, Item], Awaitable[Result]], items: Sequence[Item]
     ) -> list[Result | BaseException]:
+        async def every_item(conn: AsyncConnection) -> list[Result | BaseException]:
+            return [await run(conn, item) for item in items]
+
         try:
-            async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-                return [await run(conn, item) for item in items]
+            async with connection_failures_as_unavailable():
+                return await run_in_connection_thread(self.engine, every_item)
         except LedgerUnavailable:
             raise  # every caller hears of it: none of them could have done better alone
         except Exception:
