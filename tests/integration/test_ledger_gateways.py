@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.ledger import LedgerGateway, PgLedger, ledger_for
 from app.db.ledger import repo as ledger_repo
-from app.db.ledger.postgres import _Claim
+from app.db.ledger.core import QueuedClaim
 from app.db.tables import customers, reminders, send_attempts, send_records
 from app.domain.errors import LeaseLost
 from app.domain.ledger import Claim, Claimant, LedgerKey, SendRecordView
@@ -205,7 +205,9 @@ async def test_the_group_claim_appends_each_attempt(engine, db_backend):
     ledger = ledger_for(engine, raw_connections=2)
     assert isinstance(ledger, PgLedger)
     workers = (Claimant("host-a:1", True), Claimant("host-b:2", False))
-    items = [_Claim(k, NOW, NOW + LEASE, w) for k, w in zip((EMAIL, WEBHOOK), workers, strict=True)]
+    items = [
+        QueuedClaim(k, NOW, NOW + LEASE, w) for k, w in zip((EMAIL, WEBHOOK), workers, strict=True)
+    ]
     try:
         rows = await ledger._claim_batch(items)
     finally:

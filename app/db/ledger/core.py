@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -35,6 +35,18 @@ from ..engine import autocommit
 from ..failures import is_unavailable
 from . import repo
 
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueuedClaim:
+    """A claim waiting for its group's statement or transaction (``GroupCommit``)."""
+
+    key: LedgerKey
+    now: datetime
+    lease_until: datetime
+    claimant: Claimant
+
 
 class CoreLedger(LedgerGateway):
     """The ledger phases on SQLAlchemy Core, for any database."""
@@ -42,6 +54,16 @@ class CoreLedger(LedgerGateway):
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.autocommit = autocommit(engine)  # single statements skip BEGIN/COMMIT
+
+    async def _transaction(self, phase: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run a phase of several statements in one transaction."""
+        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
+            return await phase(conn)
+
+    async def _statement(self, phase: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run a phase of one statement in autocommit (no BEGIN/COMMIT round trips)."""
+        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
+            return await phase(conn)
 
     @property
     def checked_out(self) -> int:
@@ -59,47 +81,43 @@ class CoreLedger(LedgerGateway):
     ) -> Claim:
         """Claim and append its attempt (one transaction), then read the send context or
         the row (another statement)."""
-        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-            claimed = await claim_with_attempt(conn, key, now, lease_until, earlier, claimant)
+        claimed = await self._transaction(
+            lambda conn: claim_with_attempt(conn, key, now, lease_until, earlier, claimant)
+        )
         if claimed is None:
             return Claim(False, await self.get_send_record(key))
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            context = await repo.load_send_context(conn, key.reminder_id)
+        context = await self._statement(lambda conn: repo.load_send_context(conn, key.reminder_id))
         return Claim(True, claimed, context)
 
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
         """The ledger row for a key, if any."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await repo.get_send_record(conn, key)
+        return await self._statement(lambda conn: repo.get_send_record(conn, key))
 
     async def suppression_reasons(self, emails: Sequence[str]) -> dict[str, str]:
         """Which of these normalized addresses are suppressed, and why (one statement): the
         suppression list's lookups, on the path of every email send."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await suppressions_repo.reasons_for(conn, emails)
+        return await self._statement(lambda conn: suppressions_repo.reasons_for(conn, emails))
 
     async def channel_rows(self, reminder_id: str, channel: str) -> dict[str, ProviderRow]:
         """Every provider's row of one (reminder, channel), by provider (failover)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await repo.channel_rows(conn, reminder_id, channel)
+        return await self._statement(lambda conn: repo.channel_rows(conn, reminder_id, channel))
 
     async def hand_over(self, key: LedgerKey, *, now: datetime) -> bool:
         """Give the (reminder, channel) to the next provider if the ledger proves
         ``key.provider`` never accepted it (``repo.hand_over``, one statement)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await repo.hand_over(conn, key, now=now)
+        return await self._statement(lambda conn: repo.hand_over(conn, key, now=now))
 
     async def release_claim(self, record: SendRecordView, *, now: datetime) -> bool:
         """Give a claim back without spending the attempt (the message was stale)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await repo.release_claim(conn, record, now=now)
+        return await self._statement(lambda conn: repo.release_claim(conn, record, now=now))
 
     async def renew_lease(
         self, record: SendRecordView, *, now: datetime, lease_until: datetime
     ) -> bool:
         """Extend a live claim's lease while its send runs (one statement)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await repo.renew_lease(conn, record, now=now, lease_until=lease_until)
+        return await self._statement(
+            lambda conn: repo.renew_lease(conn, record, now=now, lease_until=lease_until)
+        )
 
     async def finalize_send(
         self,
@@ -112,8 +130,9 @@ class CoreLedger(LedgerGateway):
     ) -> None:
         """Compare-and-set the claimed row (with its attempt's outcome) and, once every
         channel is final, the reminder."""
-        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
-            await finalize_or_raise(conn, record, values, ended, now=now)
+        await self._transaction(
+            lambda conn: finalize_or_raise(conn, record, values, ended, now=now)
+        )
         await self.settle_if_final(reminder, values, now=now)
 
     async def finalize_failed_send(
@@ -128,12 +147,15 @@ class CoreLedger(LedgerGateway):
         ended: AttemptEnd | None = None,
     ) -> None:
         """The fenced finalize, the dead letter and the 410's webhook switch-off, together."""
-        async with connection_failures_as_unavailable(), self.engine.begin() as conn:
+
+        async def phase(conn: AsyncConnection) -> None:
             await finalize_or_raise(conn, record, values, ended, now=now)
             if dead_letter is not None:
                 await _add_dead_letter(conn, dead_letter, now=now)
             if disable_webhook:
                 await customers_repo.disable_webhook(conn, reminder.customer_id, now=now)
+
+        await self._transaction(phase)
         await self.settle_if_final(reminder, values, now=now)
 
     async def settle_if_final(
@@ -143,27 +165,28 @@ class CoreLedger(LedgerGateway):
         every channel is (its own statement: see ``repo.settle_reminder``)."""
         if SendState(values["state"]) not in FINAL_SEND_STATES:
             return
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            await repo.settle_reminder(
-                conn, reminder.id, channel_count=len(reminder.channels), now=now
-            )
+        channels = len(reminder.channels)
+        await self._statement(
+            lambda conn: repo.settle_reminder(conn, reminder.id, channel_count=channels, now=now)
+        )
 
     async def record_outcome(
         self, record: SendRecordView, ended: AttemptEnd, *, now: datetime
     ) -> None:
         """Write how the attempt ended, once (``attempts_repo.record_outcome``)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            await attempts_repo.record_outcome(conn, record, ended, finished_at=now)
+        await self._statement(
+            lambda conn: attempts_repo.record_outcome(conn, record, ended, finished_at=now)
+        )
 
     async def count_outcomes(self, record: SendRecordView, outcome: str) -> int:
         """How many attempts of this send ended with ``outcome``."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            return await attempts_repo.count_outcomes(conn, record.id, outcome)
+        return await self._statement(
+            lambda conn: attempts_repo.count_outcomes(conn, record.id, outcome)
+        )
 
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
         """Keep an authentic but unusable delivery for operators (one statement)."""
-        async with connection_failures_as_unavailable(), self.autocommit.connect() as conn:
-            await _add_dead_letter(conn, entry, now=now)
+        await self._statement(lambda conn: _add_dead_letter(conn, entry, now=now))
 
 
 @contextlib.asynccontextmanager

@@ -40,7 +40,7 @@ from app.domain.states import FINAL_SEND_STATES, SendState
 from app.group_commit import GroupCommit
 
 from ..failures import is_unavailable
-from .core import CoreLedger
+from .core import CoreLedger, QueuedClaim
 from .pg_pool import raw_pool
 from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
 from .postgres_sql import (
@@ -129,7 +129,7 @@ class PgLedger(CoreLedger):
         statement shared with concurrent claims (group commit); failover's (``earlier``) in
         one of its own."""
         if earlier is None:
-            row = await self._claims.submit(_Claim(key, now, lease_until, claimant))
+            row = await self._claims.submit(QueuedClaim(key, now, lease_until, claimant))
         else:
             row = await self._fetchrow(*guarded_claim(key, now, lease_until, earlier, claimant))
         if row is not None and row["claimed"]:
@@ -139,7 +139,7 @@ class PgLedger(CoreLedger):
             return Claim(False, send_record_view(row))
         return Claim(False, await self.get_send_record(key))
 
-    async def _claim_batch(self, items: Sequence[_Claim]) -> list[Any]:
+    async def _claim_batch(self, items: Sequence[QueuedClaim]) -> list[Any]:
         # A group of one runs as the plain single-row statement, not the array one: at half
         # the peak rate, where most groups hold one item, the array statements cost
         # PostgreSQL two to three times more per delivery (measured; a plan cached while the
@@ -265,14 +265,6 @@ class PgLedger(CoreLedger):
 
 
 @dataclass(frozen=True, slots=True)
-class _Claim:
-    key: LedgerKey
-    now: datetime
-    lease_until: datetime
-    claimant: Claimant
-
-
-@dataclass(frozen=True, slots=True)
 class _Finalize:
     record_id: int
     attempt: int
@@ -288,7 +280,7 @@ def _ended_values(ended: AttemptEnd | None) -> tuple[str | None, bool | None, st
     return (None, None, None) if ended is None else ended.columns()
 
 
-def _claim_arrays(items: Sequence[_Claim]) -> list[list[Any]]:
+def _claim_arrays(items: Sequence[QueuedClaim]) -> list[list[Any]]:
     return [
         [item.key.reminder_id for item in items],
         [item.key.channel for item in items],

@@ -40,19 +40,17 @@ from app.group_commit import GroupCommit
 
 from ..sqlite_thread import run_in_connection_thread
 from . import repo
-from .core import CoreLedger, claim_with_attempt, connection_failures_as_unavailable
+from .core import (
+    CoreLedger,
+    QueuedClaim,
+    claim_with_attempt,
+    connection_failures_as_unavailable,
+)
 from .core import finalize_or_raise as finalize_row
 
+T = TypeVar("T")
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-
-
-@dataclass(frozen=True, slots=True)
-class _Claim:
-    key: LedgerKey
-    now: datetime
-    lease_until: datetime
-    claimant: Claimant
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +88,7 @@ class SqliteLedger(CoreLedger):
             return await super().claim_or_read(
                 key, now=now, lease_until=lease_until, earlier=earlier, claimant=claimant
             )
-        return await self._claims.submit(_Claim(key, now, lease_until, claimant))
+        return await self._claims.submit(QueuedClaim(key, now, lease_until, claimant))
 
     async def finalize_send(
         self,
@@ -105,12 +103,21 @@ class SqliteLedger(CoreLedger):
         reminder, in the transaction of every finalize queued meanwhile."""
         await self._finalizes.submit(_Finalize(record, reminder, now, values, ended))
 
+    async def _transaction(self, phase: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """A phase in one transaction, crossing to the connection's thread once."""
+        async with connection_failures_as_unavailable():
+            return await run_in_connection_thread(self.engine, phase)
+
+    # One statement is a transaction of its own, in the thread just the same: the
+    # suppression lookups, a duplicate's row, a lease renewal.
+    _statement = _transaction
+
     async def close(self) -> None:
         """Let the batches under way end, their callers answered."""
         await self._claims.drain()
         await self._finalizes.drain()
 
-    async def _claim_batch(self, items: Sequence[_Claim]) -> list[Claim | BaseException]:
+    async def _claim_batch(self, items: Sequence[QueuedClaim]) -> list[Claim | BaseException]:
         return await self._in_one_transaction(_claim_or_read, items)
 
     async def _finalize_batch(
@@ -125,8 +132,7 @@ class SqliteLedger(CoreLedger):
             return [await run(conn, item) for item in items]
 
         try:
-            async with connection_failures_as_unavailable():
-                return await run_in_connection_thread(self.engine, every_item)
+            return await self._transaction(every_item)
         except LedgerUnavailable:
             raise  # every caller hears of it: none of them could have done better alone
         except Exception:
@@ -143,7 +149,7 @@ class SqliteLedger(CoreLedger):
         return results
 
 
-async def _claim_or_read(conn: AsyncConnection, item: _Claim) -> Claim:
+async def _claim_or_read(conn: AsyncConnection, item: QueuedClaim) -> Claim:
     claimed = await claim_with_attempt(
         conn, item.key, item.now, item.lease_until, None, item.claimant
     )
