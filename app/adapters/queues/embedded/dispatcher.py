@@ -53,7 +53,7 @@ events = structlog.get_logger("reminders.embedded_queue")
 class DispatchLimits:
     """How much a dispatcher does at once and how it spaces redeliveries."""
 
-    concurrency: int = 64
+    concurrency: int = 128
     batch_size: int = 64
     visibility_timeout_seconds: float = 120.0
     push_timeout_seconds: float = 90.0

@@ -21,9 +21,11 @@ class EmbeddedQueueSettings(BaseSettings):
     # Where the dispatcher POSTs /push/{queue}; default REMINDERS_PUBLIC_BASE_URL, and
     # under `reminders serve` the address it binds.
     push_base_url: str | None = None
-    # 64 in flight: measured on PostgreSQL, in process, 20,000 reminders: 452-462/s and 2.7 ms
-    # of CPU per reminder, against 332/s and 3.7 ms at 16 (larger groups per statement).
-    concurrency: int = Field(default=64, ge=1, le=1024)
+    # 128 in flight: measured in process, 20,000 reminders, one run (bench/README.md):
+    # PostgreSQL 917 / 1,212 / 1,038 reminders/s at 64 / 128 / 256, SQLite 827 / 1,015 /
+    # 945 (concurrent deliveries share bigger group statements and transactions); over
+    # HTTP 576 -> 741/s from 64 to 128.
+    concurrency: int = Field(default=128, ge=1, le=1024)
     batch_size: int = Field(default=64, ge=1, le=5000)
     poll_interval_seconds: float = Field(default=0.5, gt=0)
     max_retries: int = Field(default=16, ge=0)
