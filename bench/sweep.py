@@ -142,6 +142,7 @@ async def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout to compare, side by side")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.set_defaults(db_prefix="rr_bench_sweep_")  # the fresh databases' names (e2e.database)
     args = parser.parse_args()
     codes = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     print(
