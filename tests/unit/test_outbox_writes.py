@@ -123,3 +123,19 @@ def test_where_syncfs_fails_each_file_is_fsynced_and_a_failure_is_its_own(tmp_pa
     assert len(flushed) == 3
     assert first is None and third is None and isinstance(second, OSError)
     assert sorted(p.name for p in (tmp_path / "email").iterdir()) == ["0.eml", "2.eml"]
+
+
+def test_a_folder_that_cannot_be_opened_for_syncfs_falls_back_to_an_fsync_per_file(
+    tmp_path, monkeypatch
+):
+    real_open = os.open
+
+    def no_folders(path, flags, *args):
+        if os.path.isdir(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_folders)
+    files = [(tmp_path / "email" / f"{n}.eml", b"%d" % n) for n in range(3)]
+    assert _write_durably(files) == [None, None, None]  # flushed file by file instead
+    assert (tmp_path / "email" / "2.eml").read_bytes() == b"2"

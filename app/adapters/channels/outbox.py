@@ -156,7 +156,10 @@ def _syncfs_each(folders: set[Path]) -> bool:
         except OSError:
             return False
     for folder in devices.values():
-        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            return False
         try:
             if _SYNCFS(fd) != 0:
                 return False
