@@ -163,7 +163,7 @@ class CoreLedger(LedgerGateway):
     ) -> None:
         """After a committed finalize that made its row final: the reminder is done once
         every channel is (its own statement: see ``repo.settle_reminder``)."""
-        if SendState(values["state"]) not in FINAL_SEND_STATES:
+        if not makes_final(values):
             return
         channels = len(reminder.channels)
         await self._statement(
@@ -187,6 +187,11 @@ class CoreLedger(LedgerGateway):
     async def record_dead_letter(self, entry: DeadLetterEntry, *, now: datetime) -> None:
         """Keep an authentic but unusable delivery for operators (one statement)."""
         await self._statement(lambda conn: _add_dead_letter(conn, entry, now=now))
+
+
+def makes_final(values: Mapping[str, Any]) -> bool:
+    """Whether a finalize with these values leaves its row final (the reminder may settle)."""
+    return SendState(values["state"]) in FINAL_SEND_STATES
 
 
 @contextlib.asynccontextmanager

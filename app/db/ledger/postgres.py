@@ -36,11 +36,11 @@ from app.domain.ledger import (
     SendRecordView,
 )
 from app.domain.messages import ReminderView
-from app.domain.states import FINAL_SEND_STATES, SendState
+from app.domain.states import SendState
 from app.group_commit import GroupCommit
 
 from ..failures import is_unavailable
-from .core import CoreLedger, QueuedClaim
+from .core import CoreLedger, QueuedClaim, makes_final
 from .pg_pool import raw_pool
 from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
 from .postgres_sql import (
@@ -225,7 +225,7 @@ class PgLedger(CoreLedger):
         self, reminder: ReminderView, values: Mapping[str, Any], *, now: datetime
     ) -> None:
         """``CoreLedger.settle_if_final`` as one raw statement."""
-        if SendState(values["state"]) in FINAL_SEND_STATES:
+        if makes_final(values):
             args = SETTLE.args(
                 reminder_id=reminder.id, channel_count=len(reminder.channels), now=now
             )

@@ -35,7 +35,6 @@ from app.domain.ledger import (
     SendRecordView,
 )
 from app.domain.messages import ReminderView
-from app.domain.states import FINAL_SEND_STATES, SendState
 from app.group_commit import GroupCommit
 
 from ..sqlite_thread import run_in_connection_thread
@@ -45,6 +44,7 @@ from .core import (
     QueuedClaim,
     claim_with_attempt,
     connection_failures_as_unavailable,
+    makes_final,
 )
 from .core import finalize_or_raise as finalize_row
 
@@ -163,7 +163,7 @@ async def _finalize(conn: AsyncConnection, item: _Finalize) -> LeaseLost | None:
         await finalize_row(conn, item.record, item.values, item.ended, now=item.now)
     except LeaseLost as refused:  # the fence wrote nothing: the batch goes on
         return refused
-    if SendState(item.values["state"]) in FINAL_SEND_STATES:
+    if makes_final(item.values):
         # Settled in the finalize's own transaction, unlike on PostgreSQL (``repo.
         # settle_reminder``): SQLite lets one writer at a time in and starts its snapshot
         # at its first write, so this count sees every other channel's committed row.
