@@ -151,6 +151,7 @@ def build_container(
             batch_size=settings.sweep_batch_size,
             time_budget_seconds=settings.sweep_time_budget_seconds,
             claim_seconds=settings.sweep_claim_seconds,
+            workers=settings.sweep_workers,
             catch_up=CatchUpLimits(
                 margin=timedelta(seconds=settings.catchup_margin_seconds),
                 batch_size=settings.sweep_batch_size,

@@ -177,8 +177,12 @@ _STORE_SQLITE = _typed(
            json_object('v', {PAYLOAD_VERSION}, 'reminder_id', w.reminder_id,
                        'channel', w.channel, 'schedule_version', w.schedule_version),
            w.idempotency_key, '{READY}', w.visible_at, 0, :max_retries, :now, :expires_at
+    -- CROSS JOIN: SQLite then loops over the batch and finds each key by primary key; with
+    -- a plain JOIN it chose to scan every remembered key once per batch instead (found by
+    -- message id in the batch), so a sweep of a million slowed as the keys table grew.
     FROM temp.sweep_wanted AS w
-    JOIN main.queue_idempotency_keys AS k ON {_KEY_JOIN} AND k.message_id = w.message_id
+    CROSS JOIN main.queue_idempotency_keys AS k
+    WHERE {_KEY_JOIN} AND k.message_id = w.message_id
     """
 )
 _MARK_SQLITE = _typed(

@@ -8,10 +8,11 @@ republishes the sends of ``enqueued`` rows whose queue message was lost
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -45,6 +46,9 @@ class SweepLimits:
 
     batch_size: int = 5000
     time_budget_seconds: float = 60.0
+    # Batches in flight at once on PostgreSQL (SKIP LOCKED gives each its own rows); SQLite
+    # has one writer, so a second batch would only wait for the first's lock.
+    workers: int = 2
     # A claimed row not marked enqueued by then (the sweep crashed) is swept again.
     claim_seconds: float = 120.0
     catch_up: CatchUpLimits = field(default_factory=CatchUpLimits)
@@ -145,8 +149,6 @@ async def sweep(
     """Publish due reminders in bounded batches until none are left or the budget is spent;
     then, with ``retention`` and budget left, purge what is old enough."""
     started = monotonic()
-    enqueued = messages = 0
-    error: str | None = None
     now = clock()
     # Recurring schedules become ordinary reminder rows first, so this sweep publishes them.
     await materialize_schedules(
@@ -156,29 +158,28 @@ async def sweep(
         out_of_time=lambda: monotonic() - started >= limits.time_budget_seconds / 2,
     )
     shared = _same_database(publisher, engine)
-    while monotonic() - started < limits.time_budget_seconds:
-        now = clock()
-        try:
-            if shared is not None and not tracing_enabled():
-                swept = await _sweep_batch_in_database(
-                    engine, shared, now=now, limits=limits, queue_for=queue_for
-                )
-            elif shared is not None:
-                swept = await _sweep_batch_in_one_transaction(
-                    engine, shared, now=now, limits=limits, queue_for=queue_for, clock=clock
-                )
-            else:
-                swept = await _sweep_batch(
-                    engine, publisher, now=now, limits=limits, queue_for=queue_for, clock=clock
-                )
-        except PublishError as failure:
-            error = str(failure)
-            log.error("sweep stopped: the queue refused a batch: %s", error)
-            break
-        enqueued += swept.reminders
-        messages += swept.messages
-        if swept.reminders < limits.batch_size:
-            break
+
+    async def one_batch() -> _Swept:
+        if shared is not None and not tracing_enabled():
+            return await _sweep_batch_in_database(
+                engine, shared, now=clock(), limits=limits, queue_for=queue_for
+            )
+        if shared is not None:
+            return await _sweep_batch_in_one_transaction(
+                engine, shared, now=clock(), limits=limits, queue_for=queue_for, clock=clock
+            )
+        return await _sweep_batch(
+            engine, publisher, now=clock(), limits=limits, queue_for=queue_for, clock=clock
+        )
+
+    published = await _publish_due(
+        one_batch,
+        workers=_workers(engine, limits),
+        batch_size=limits.batch_size,
+        out_of_time=lambda: monotonic() - started >= limits.time_budget_seconds,
+    )
+    enqueued, messages, error = published.enqueued, published.messages, published.error
+    now = clock()
     if shared is not None and messages >= ANALYZE_AFTER:
         async with engine.begin() as conn:
             await sweep_repo.refresh_statistics(conn)
@@ -215,6 +216,63 @@ async def sweep(
         purged,
         republished,
     )
+
+
+@dataclass(slots=True)
+class _Published:
+    enqueued: int = 0
+    messages: int = 0
+    error: str | None = None
+    finished: bool = False
+
+
+def _workers(engine: AsyncEngine, limits: SweepLimits) -> int:
+    return limits.workers if engine.dialect.name == "postgresql" else 1
+
+
+async def _publish_due(
+    one_batch: Callable[[], Awaitable[_Swept]],
+    *,
+    workers: int,
+    batch_size: int,
+    out_of_time: Callable[[], bool],
+) -> _Published:
+    """Run batches, ``workers`` at a time, until one comes back short (nothing due is left
+    unclaimed), the queue refuses one, or the budget is spent. A batch in flight when
+    another finishes the work completes: its rows are its own until it commits."""
+    published = _Published()
+
+    async def work() -> None:
+        while not published.finished and not out_of_time():
+            try:
+                swept = await one_batch()
+            except PublishError as failure:
+                if published.error is None:
+                    published.error = str(failure)
+                    log.error("sweep stopped: the queue refused a batch: %s", failure)
+                published.finished = True
+                return
+            published.enqueued += swept.reminders
+            published.messages += swept.messages
+            if swept.reminders < batch_size:
+                published.finished = True
+
+    if workers == 1:
+        await work()
+        return published
+    # Any other failure (the database) cancels the other batches and reaches the caller as
+    # it is; a cancelled batch rolls back and its rows stay due.
+    tasks = [asyncio.ensure_future(work()) for _ in range(workers)]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for failure in (task.exception() for task in done):
+        if failure is not None:
+            raise failure
+    return published
 
 
 def _same_database(publisher: QueuePublisher, engine: AsyncEngine) -> SameDatabasePublisher | None:

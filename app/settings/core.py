@@ -135,6 +135,7 @@ class Settings(DatabaseSettings, ChannelSettings, DeliverabilitySettings, QueueK
     sweep_batch_size: int = Field(default=5000, ge=1, le=10000)
     sweep_time_budget_seconds: float = Field(default=60.0, gt=0, le=840)
     sweep_claim_seconds: float = Field(default=120.0, gt=0)
+    sweep_workers: int = Field(default=2, ge=1, le=8)
     # Done and cancelled reminders (with their ledger rows) and redriven dead letters are
     # deleted this long after their last change, by the sweep and `reminders purge`; 0 keeps
     # them forever.
