@@ -1,7 +1,7 @@
 """SQL for the embedded queue's dead list: list it page by page, put messages back.
 
-Pages follow ``ix_queue_messages_state_visible_at`` (state, visible_at) with a keyset
-cursor on (visible_at, id), so a long ready backlog is never scanned. Nothing here commits.
+Pages follow ``ix_queue_messages_state_visible_at_id`` (state, visible_at, id) with a
+keyset cursor on (visible_at, id), so a long ready backlog is never scanned. Nothing here commits.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ class QueueMessage(Base):
     """One message of the embedded queue, from publish until acknowledged or dropped."""
 
     __tablename__ = "queue_messages"
-    __table_args__ = (Index("ix_queue_messages_state_visible_at", "state", "visible_at"),)
+    # The claim's order (visible_at, id) read from the index (migration 0018).
+    __table_args__ = (Index("ix_queue_messages_state_visible_at_id", "state", "visible_at", "id"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     queue: Mapped[str] = mapped_column(String(200))
