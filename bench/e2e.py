@@ -44,13 +44,14 @@ comparisons on the same schema.
 Printed per run: reminders/s (N / seconds from the first sweep request to the last ``sent``,
 or to the last sweep answer with ``--sweep-only``), the sweeps' own duration (sum of their
 requests) and count, p50/p99 of each reminder's time from the first sweep request to its
-``sent_at`` (database clock), CPU time per reminder in µs, which a shared, loaded machine
-distorts less than the rate: ``serve``'s user time, its system (kernel) time, the
-PostgreSQL backends serving the benchmark's database (user + system, from ``/proc``,
-sampled every 0.1 s; the server's shared background processes are not counted) and, in
-``separate`` mode, ``dispatch``'s user + system; and ``serve``'s resident memory (VmRSS,
-sampled every 0.5 s): before the first sweep, the highest and the last sample. The run
-fails (exit 1) unless the ledger holds exactly one ``sent`` row per reminder and the
+``sent_at`` (database clock), in runs of 200,000 or more the rate of each successive 100,000
+sent (flat, or not, from the first to the last), CPU time per reminder in µs, which a
+shared, loaded machine distorts less than the rate: ``serve``'s user time, its system
+(kernel) time, the PostgreSQL backends serving the benchmark's database (user + system, from
+``/proc``, sampled every 0.1 s; the server's shared background processes are not counted)
+and, in ``separate`` mode, ``dispatch``'s user + system; and ``serve``'s resident memory
+(VmRSS, sampled every 0.5 s): before the first sweep, the highest and the last sample. The
+run fails (exit 1) unless the ledger holds exactly one ``sent`` row per reminder and the
 queue is empty.
 """
 
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -484,8 +486,21 @@ async def measure(db: Database, base_url: str, count: int, sweep_only: bool) -> 
         elapsed=elapsed,
         p50=statistics.median(seconds),
         p99=seconds[min(len(seconds) - 1, int(0.99 * len(seconds)))],
+        slices=slice_rates(seconds, SLICE),
     )
     return result
+
+
+SLICE = 100_000  # a long run's rate is printed per this many sent reminders
+
+
+def slice_rates(seconds: list[float], size: int) -> list[float]:
+    """Reminders/s of each successive ``size`` sent (by ``sent_at``, the first slice from
+    the first sweep request): flat from first to last, or not. Empty below two slices."""
+    if len(seconds) < 2 * size:
+        return []
+    ends = [0.0, *seconds[size - 1 :: size]]
+    return [size / max(later - earlier, 1e-9) for earlier, later in itertools.pairwise(ends)]
 
 
 def sent_at(value: datetime | str) -> datetime:
@@ -655,6 +670,9 @@ async def report_run(args: argparse.Namespace, run: Run) -> None:
         + (" ".join(f"{k}={v}" for k, v in sorted(result["changed"].items())) or "none"),
         flush=True,
     )
+    if result.get("slices"):
+        rates = " ".join(f"{rate:.0f}" for rate in result["slices"])
+        print(f"{'':>10} reminders/s per {SLICE:,} sent, first to last: {rates}", flush=True)
 
 
 if __name__ == "__main__":
