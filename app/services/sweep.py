@@ -8,11 +8,10 @@ republishes the sends of ``enqueued`` rows whose queue message was lost
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -31,6 +30,7 @@ from app.services.catchup import CatchUpLimits, catch_up_lost_messages
 from app.services.materialize import materialize_schedules
 from app.services.reminders import RECIPIENT_FIELDS
 from app.services.retention import PurgeReport, RetentionPolicy, purge
+from app.services.sweep_batches import Swept, publish_due
 
 log = logging.getLogger("reminders.sweep")
 # PostgreSQL: after a sweep that queued this many messages, the tables it changed are
@@ -159,7 +159,7 @@ async def sweep(
     )
     shared = _same_database(publisher, engine)
 
-    async def one_batch() -> _Swept:
+    async def one_batch() -> Swept:
         if shared is not None and not tracing_enabled():
             return await _sweep_batch_in_database(
                 engine, shared, now=clock(), limits=limits, queue_for=queue_for
@@ -172,7 +172,7 @@ async def sweep(
             engine, publisher, now=clock(), limits=limits, queue_for=queue_for, clock=clock
         )
 
-    published = await _publish_due(
+    published = await publish_due(
         one_batch,
         workers=_workers(engine, limits),
         batch_size=limits.batch_size,
@@ -218,61 +218,8 @@ async def sweep(
     )
 
 
-@dataclass(slots=True)
-class _Published:
-    enqueued: int = 0
-    messages: int = 0
-    error: str | None = None
-    finished: bool = False
-
-
 def _workers(engine: AsyncEngine, limits: SweepLimits) -> int:
     return limits.workers if engine.dialect.name == "postgresql" else 1
-
-
-async def _publish_due(
-    one_batch: Callable[[], Awaitable[_Swept]],
-    *,
-    workers: int,
-    batch_size: int,
-    out_of_time: Callable[[], bool],
-) -> _Published:
-    """Run batches, ``workers`` at a time, until one comes back short (nothing due is left
-    unclaimed), the queue refuses one, or the budget is spent. A batch in flight when
-    another finishes the work completes: its rows are its own until it commits."""
-    published = _Published()
-
-    async def work() -> None:
-        while not published.finished and not out_of_time():
-            try:
-                swept = await one_batch()
-            except PublishError as failure:
-                if published.error is None:
-                    published.error = str(failure)
-                    log.error("sweep stopped: the queue refused a batch: %s", failure)
-                published.finished = True
-                return
-            published.enqueued += swept.reminders
-            published.messages += swept.messages
-            if swept.reminders < batch_size:
-                published.finished = True
-
-    if workers == 1:
-        await work()
-        return published
-    # Any other failure (the database) cancels the other batches and reaches the caller as
-    # it is; a cancelled batch rolls back and its rows stay due.
-    tasks = [asyncio.ensure_future(work()) for _ in range(workers)]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for failure in (task.exception() for task in done):
-        if failure is not None:
-            raise failure
-    return published
 
 
 def _same_database(publisher: QueuePublisher, engine: AsyncEngine) -> SameDatabasePublisher | None:
@@ -280,12 +227,6 @@ def _same_database(publisher: QueuePublisher, engine: AsyncEngine) -> SameDataba
     if isinstance(publisher, SameDatabasePublisher) and publisher.shares_database(engine):
         return publisher
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class _Swept:
-    reminders: int
-    messages: int
 
 
 def _window(now: datetime, limits: SweepLimits, publisher: QueuePublisher) -> dict[str, Any]:
@@ -306,12 +247,12 @@ async def _sweep_batch(
     limits: SweepLimits,
     queue_for: Callable[[str], str],
     clock: Callable[[], datetime],
-) -> _Swept:
+) -> Swept:
     """Claim a batch, publish it with no transaction open, mark it: for any queue."""
     async with engine.begin() as conn:
         batch = await reminders_repo.claim_due_reminders(conn, **_window(now, limits, publisher))
     if not batch:
-        return _Swept(0, 0)
+        return Swept(0, 0)
     # The claim (sweep_claimed_until) keeps other sweeps off these rows. A crash before
     # mark_enqueued re-publishes with the same keys once the claim expires.
     per_reminder, flat = _messages(batch, now, publisher.max_delay_seconds, queue_for)
@@ -323,7 +264,7 @@ async def _sweep_batch(
         raise
     async with engine.begin() as conn:
         await reminders_repo.mark_enqueued(conn, _pair(batch, per_reminder, ids), now=clock())
-    return _Swept(len(batch), len(flat))
+    return Swept(len(batch), len(flat))
 
 
 async def _sweep_batch_in_database(
@@ -333,7 +274,7 @@ async def _sweep_batch_in_database(
     now: datetime,
     limits: SweepLimits,
     queue_for: Callable[[str], str],
-) -> _Swept:
+) -> Swept:
     """Move a batch of due reminders into the queue's table with statements run by the
     database (``sweep_repo``): no row comes into Python. Each channel's queue is checked
     against the queue's limits first (a refusal stores nothing); ids, delays and keys are
@@ -356,7 +297,7 @@ async def _sweep_batch_in_database(
         )
     if moved:
         publisher.notify_published()
-    return _Swept(moved, messages)
+    return Swept(moved, messages)
 
 
 async def _sweep_batch_in_one_transaction(
@@ -367,7 +308,7 @@ async def _sweep_batch_in_one_transaction(
     limits: SweepLimits,
     queue_for: Callable[[str], str],
     clock: Callable[[], datetime],
-) -> _Swept:
+) -> Swept:
     """Select, publish and mark a batch in one transaction of the queue's own database.
 
     A crash or a refusal before the commit leaves no message and no mark. PostgreSQL's
@@ -377,7 +318,7 @@ async def _sweep_batch_in_one_transaction(
         await plan_for_these_arrays(conn)
         batch = await reminders_repo.lock_due_reminders(conn, **_window(now, limits, publisher))
         if not batch:
-            return _Swept(0, 0)
+            return Swept(0, 0)
         per_reminder, flat = _messages(batch, now, publisher.max_delay_seconds, queue_for)
         refusal: PublishError | None = None
         try:
@@ -392,7 +333,7 @@ async def _sweep_batch_in_one_transaction(
             await reminders_repo.release_sweep_claims(conn, [due.id for due in batch])
         raise refusal
     publisher.notify_published()
-    return _Swept(len(batch), len(flat))
+    return Swept(len(batch), len(flat))
 
 
 def _messages(

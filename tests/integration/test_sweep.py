@@ -60,17 +60,16 @@ async def state_of(engine, reminder_id):
         return await reminders_repo.get_reminder(conn, reminder_id)
 
 
-def run(engine, publisher, clock, *, batch_size=500, budget=60.0, monotonic=None, claim=120.0):
+def run(
+    engine, publisher, clock, *, batch_size=500, budget=60.0, monotonic=None, claim=120.0, workers=2
+):
     """One sweep with the given limits."""
     extra = {"monotonic": monotonic} if monotonic is not None else {}
-    return sweep(
-        engine,
-        publisher,
-        queue_for=lambda channel: f"q-{channel}",
-        clock=clock,
-        limits=SweepLimits(batch_size=batch_size, time_budget_seconds=budget, claim_seconds=claim),
-        **extra,
+    limits = SweepLimits(
+        batch_size=batch_size, time_budget_seconds=budget, claim_seconds=claim, workers=workers
     )
+    queue_for = lambda channel: f"q-{channel}"  # noqa: E731
+    return sweep(engine, publisher, queue_for=queue_for, clock=clock, limits=limits, **extra)
 
 
 async def test_one_message_per_channel_with_exact_delay_and_key(engine, clock, recorder):
@@ -151,7 +150,9 @@ async def test_catch_up_after_a_long_pause(engine, clock, recorder):
 
 
 async def test_time_budget_stops_the_sweep_and_reports_what_is_left(engine, clock, recorder):
-    """Each batch costs 25 s of the 60 s budget: three batches, then remaining reports the rest."""
+    """Each batch costs 25 s of the 60 s budget: three batches, then remaining reports the rest.
+    One batch at a time: with two, which batch's publish moves the clock first decides
+    whether a fourth starts (test_sweep_workers has two, on the embedded queue)."""
     await add_customer(engine, clock)
     await add_reminders(engine, clock, {f"r{n:03}": clock.now for n in range(100)})
     elapsed = [1000.0]
@@ -160,7 +161,9 @@ async def test_time_budget_stops_the_sweep_and_reports_what_is_left(engine, cloc
         elapsed[0] += 25
 
     recorder.before_batch = publishing_takes_25_seconds
-    report = await run(engine, recorder, clock, batch_size=10, monotonic=lambda: elapsed[0])
+    report = await run(
+        engine, recorder, clock, batch_size=10, monotonic=lambda: elapsed[0], workers=1
+    )
     assert report.enqueued == 30
     assert report.remaining == 70
     assert report.duration_ms == 75_000
