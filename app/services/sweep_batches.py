@@ -58,9 +58,6 @@ async def publish_due(
             if swept.reminders < batch_size:
                 published.finished = True
 
-    if workers == 1:
-        await work()
-        return published
     # Any other failure (the database) cancels the other batches and reaches the caller as
     # it is; a cancelled batch rolls back and its rows stay due.
     tasks = [asyncio.ensure_future(work()) for _ in range(workers)]

@@ -68,8 +68,11 @@ def run(
     limits = SweepLimits(
         batch_size=batch_size, time_budget_seconds=budget, claim_seconds=claim, workers=workers
     )
-    queue_for = lambda channel: f"q-{channel}"  # noqa: E731
     return sweep(engine, publisher, queue_for=queue_for, clock=clock, limits=limits, **extra)
+
+
+def queue_for(channel):
+    return f"q-{channel}"
 
 
 async def test_one_message_per_channel_with_exact_delay_and_key(engine, clock, recorder):
