@@ -38,6 +38,7 @@ from .api.errors import install_error_handlers
 from .api.guard import RequestGuard
 from .api.openapi import install_openapi, operation_id
 from .api.operations import install_operations
+from .api.push_entry import ReminderRelayApp
 
 
 def start_embedded_work(container: Container) -> BackgroundWork:
@@ -93,7 +94,7 @@ def create_app(
                 stack.push_async_callback(start_embedded_work(built).stop)
             yield
 
-    app = FastAPI(
+    app = ReminderRelayApp(
         title="reminder-relay",
         version="0.1.0",
         lifespan=lifespan,
@@ -134,5 +135,6 @@ def create_app(
     install_openapi(app)
     install_docs(app)
     if chosen is not None and chosen.otel_enabled:
+        app.direct_push = False  # deliveries get server spans too: through the middleware
         instrument_app(app, enable_tracing())
     return app

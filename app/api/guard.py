@@ -41,10 +41,10 @@ from app.domain.errors import (
 
 from .deps import BodyLimit
 from .errors import error_response
+from .push import PUSH_PREFIX
 
 # The largest JSON body of the API (a reminder's data is at most 16 KiB) with room to spare.
 MAX_BODY_BYTES = 64 * 1024
-_PUSH_PREFIX = "/push/"
 
 Check = Callable[[Request, Container], None]
 
@@ -78,6 +78,12 @@ class _Receive:
         return message
 
 
+def guarded_receive(receive: Any, cap: int, container: Container) -> _Receive:
+    """``receive`` counted against ``cap`` and held to the body-read deadline from now."""
+    deadline = asyncio.get_running_loop().time() + container.settings.body_read_timeout_seconds
+    return _Receive(receive, BodyLimit(cap), deadline)
+
+
 class RequestGuard:
     """Pure ASGI middleware; see the module docstring."""
 
@@ -104,16 +110,14 @@ class RequestGuard:
         container: Container = scope["app"].state.container
         settings = container.settings
         checks, cap = self._route_rules(scope, settings.push_max_body_bytes)
-        limit = BodyLimit(cap)
+        guarded = guarded_receive(receive, cap, container)
         try:
-            limit.check_declared(_header(scope, b"content-length"))
+            guarded.limit.check_declared(_header(scope, b"content-length"))
             for check in checks:
                 check(Request(scope), container)
         except (PayloadTooLarge, Unauthenticated, TooManyFailedAttempts) as refusal:
             await error_response(refusal)(scope, receive, send)
             return
-        loop = asyncio.get_running_loop()
-        guarded = _Receive(receive, limit, loop.time() + settings.body_read_timeout_seconds)
         await self._serve(scope, guarded, send)
 
     async def _serve(self, scope: Any, guarded: _Receive, send: Any) -> None:
@@ -139,7 +143,7 @@ class RequestGuard:
 
     def _route_rules(self, scope: Any, push_cap: int) -> tuple[list[Check], int]:
         # (the credential checks, the body cap) of the route this request goes to.
-        if scope["path"].startswith(_PUSH_PREFIX):
+        if scope["path"].startswith(PUSH_PREFIX):
             return [], push_cap  # authenticated by its signature over the capped body
         for route, checks, cap in self._routes:
             if route.matches(scope)[0] == Match.FULL:

@@ -108,7 +108,8 @@ async def push(request: Request) -> Response:
 # A plain Starlette route: the handler reads the raw request itself, so FastAPI's
 # per-request dependency and parameter solving (~8% of a duplicate delivery, measured in
 # bench/push.py) buys nothing here. Errors still go through app/api/errors.py.
-PUSH_PATH = "/push/{queue}"
+PUSH_PREFIX = "/push/"
+PUSH_PATH = PUSH_PREFIX + "{queue}"
 router.add_route(PUSH_PATH, push, methods=["POST"], include_in_schema=False)
 _push_route = router.routes[-1]
 

@@ -139,6 +139,15 @@ async def test_a_trickling_body_gets_408(app, container):
     assert time.monotonic() - started < 5
 
 
+async def test_a_trickling_push_body_gets_408(app, container):
+    """The push route's body is held to the same deadline (its own entry, push_entry.py)."""
+    container.settings = container.settings.model_copy(update={"body_read_timeout_seconds": 0.05})
+    stream = Stream(3, chunk=b" ", stall_after=1)
+    started = time.monotonic()
+    assert await call(app, "POST", "/push/reminders", stream, JSON) == 408
+    assert time.monotonic() - started < 5
+
+
 async def test_a_push_without_a_timestamp_is_refused_when_one_is_required(
     clean_database_url, tmp_path
 ):
