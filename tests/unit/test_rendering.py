@@ -112,3 +112,21 @@ def test_a_kind_without_an_html_part_is_looked_up_on_disk_once(tmp_path, monkeyp
         message = renderer.render(reminder("plain"), CUSTOMER, "email")
         assert message.html is None and message.text == "Text only"
     assert lookups.count("plain/email.html") == 1
+
+
+def test_jinja_built_in_globals_still_render_with_flattened_globals(tmp_path: Path):
+    """Each template's globals are one dict taken when it loads (a render iterated Jinja's
+    ChainMap twice), holding the same built-ins: range, namespace, cycler, dict."""
+    (tmp_path / "loops").mkdir()
+    (tmp_path / "loops" / "email_subject.txt").write_text(
+        "{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}"
+        "{% endfor %}Sum {{ ns.n }}"
+    )
+    (tmp_path / "loops" / "email.txt").write_text(
+        "{% set c = cycler('a', 'b') %}{{ c.next() }}{{ c.next() }}{{ dict(k=1)['k'] }}"
+    )
+    renderer = Renderer(tmp_path)
+    message = renderer.render(reminder("loops"), CUSTOMER, "email")
+    assert (message.subject, message.text) == ("Sum 3", "ab1")
+    template = renderer._text.get_template("loops/email.txt")
+    assert type(template.globals) is dict
