@@ -139,3 +139,18 @@ def test_a_folder_that_cannot_be_opened_for_syncfs_falls_back_to_an_fsync_per_fi
     files = [(tmp_path / "email" / f"{n}.eml", b"%d" % n) for n in range(3)]
     assert _write_durably(files) == [None, None, None]  # flushed file by file instead
     assert (tmp_path / "email" / "2.eml").read_bytes() == b"2"
+
+
+async def test_a_disk_that_stops_answering_ends_the_send_at_its_timeout(tmp_path: Path):
+    """The durable write waits for a thread; a disk that never answers is a transient
+    ``outbox_io`` failure once the send's timeout passes, not a send that waits forever."""
+    provider = outbox(tmp_path)
+    never = asyncio.Event()
+
+    async def stalled(files):
+        await never.wait()
+
+    provider._files._run_batch = stalled  # the thread that writes never comes back
+    with pytest.raises(TransientProviderError) as raised:
+        await provider.send(an_email(1), idempotency_key="r1:email", timeout=0.05)
+    assert raised.value.detail_class == "outbox_io"

@@ -97,8 +97,10 @@ class OutboxProvider:
             # more. Measured in bench/push.py: -25% CPU per delivery inline.
             _replace(*_write_temp(path, content, fsync=False))
             return
-        # fsync waits for the disk: off the event loop, bounded by the provider timeout.
-        await asyncio.wait_for(self._files.submit((path, content)), timeout)
+        # fsync waits for the disk: off the event loop, bounded by the provider timeout
+        # (``asyncio.timeout``: wait_for wrapped each send in a task of its own).
+        async with asyncio.timeout(timeout):
+            await self._files.submit((path, content))
 
     async def _write_batch(self, files: Sequence[_File]) -> list[BaseException | None]:
         return await asyncio.to_thread(_write_durably, files)
