@@ -31,7 +31,7 @@ class Schedule(Base):
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"), index=True)
+    customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"))  # _customer_id_id
     kind: Mapped[str] = mapped_column(String(100))
     channels: Mapped[list[str]] = mapped_column(JSON)
     rrule: Mapped[str | None] = mapped_column(Text)

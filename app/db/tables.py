@@ -84,7 +84,9 @@ class Reminder(Base):
     )
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"), index=True)
+    # Indexed by ix_reminders_customer_id_due_at_id (0019: a customer_id index of its own
+    # only cost writes).
+    customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"))
     kind: Mapped[str] = mapped_column(String(100))
     due_at: Mapped[datetime]
     expires_at: Mapped[datetime | None]
@@ -93,7 +95,8 @@ class Reminder(Base):
     state: Mapped[str] = mapped_column(String(16), default=ReminderState.SCHEDULED)
     schedule_version: Mapped[int] = mapped_column(Integer, default=1)
     # Set on occurrences materialized from a recurring schedule (app/db/schedule_tables.py).
-    schedule_id: Mapped[str | None] = mapped_column(String(ID_LENGTH), index=True)
+    # Indexed by ix_reminders_schedule_id_due_at_id (0019, as customer_id).
+    schedule_id: Mapped[str | None] = mapped_column(String(ID_LENGTH))
     # The sweep's claim: a row is being published until this instant (crash-safe, no lock held).
     sweep_claimed_until: Mapped[datetime | None]
     enqueued_at: Mapped[datetime | None]

@@ -21,6 +21,44 @@ def test_migrated_schema_matches_the_models(database_url):
     command.check(alembic_config(database_url))
 
 
+def test_no_index_is_the_leading_part_of_another(database_url):
+    """An index whose columns begin another index of the same table serves no query the
+    longer one does not, and costs a write on every insert and every change of its
+    columns: 0019 dropped two on ``reminders`` (written twice per reminder, by the sweep
+    and by the finalize). Unique indexes are constraints, not lookups, and are left out."""
+    found = asyncio.run(_indexes(database_url))
+    redundant = [
+        (table, name, other)
+        for table, indexes in found.items()
+        for name, (columns, unique) in indexes.items()
+        for other, (longer, _) in indexes.items()
+        if other != name and not unique and len(longer) > len(columns)
+        and longer[: len(columns)] == columns
+    ]  # fmt: skip
+    assert redundant == []
+
+
+async def _indexes(url: str) -> dict[str, dict[str, tuple[list[str], bool]]]:
+    from sqlalchemy import inspect
+
+    def read(sync_conn) -> dict[str, dict[str, tuple[list[str], bool]]]:
+        inspector = inspect(sync_conn)
+        return {
+            table: {
+                index["name"]: (list(index["column_names"]), bool(index["unique"]))
+                for index in inspector.get_indexes(table)
+            }
+            for table in inspector.get_table_names()
+        }
+
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(read)
+    finally:
+        await engine.dispose()
+
+
 def test_0017_gives_done_reminders_their_delivery_summary_in_place(database_url):
     """Reminders already done when 0017 runs get the summary the settle would write from
     their send records (undelivered for the dead-lettered one); open ones get none."""
