@@ -119,13 +119,19 @@ async def test_enabled_settings_instrument_the_api_and_the_database(
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
             await put_customer(http, "c1")
+            finished = spans.get_finished_spans()
+            # Deliveries too: traced, they take the middleware (no direct entry, push_entry.py).
+            assert (await push(http, {"message_id": "m1", "payload": {"v": 1}})).is_success
     finally:
         await container.aclose()
-    finished = spans.get_finished_spans()
     server = [
         s for s in finished if s.attributes.get("http.route") == "/v1/customers/{customer_id}"
     ]
     assert server, [s.name for s in finished]
+    delivered = spans.get_finished_spans()
+    assert [s for s in delivered if s.attributes.get("http.route") == "/push/{queue}"], [
+        (s.name, dict(s.attributes)) for s in delivered
+    ]
     statements = [
         s for s in finished if "db.system" in s.attributes or "db.system.name" in s.attributes
     ]
