@@ -69,7 +69,7 @@ async def record_attempt(
         {
             "b_record_id": record.id, "b_reminder_id": key.reminder_id, "b_channel": key.channel,
             "b_provider": key.provider, "b_attempt": record.attempt_count,
-            "b_claimed_by": claimed_by[:200], "b_claimed_at": claimed_at,
+            "b_claimed_by": claimed_by, "b_claimed_at": claimed_at,
             "b_lease_until": record.lease_until, "b_deduplicates": provider_deduplicates,
         },
     )  # fmt: skip

@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.domain.ledger import CLAIMANT_WORKER_LENGTH
 from app.domain.states import ReminderState, SendState
 
 from .types import BigId, UTCDateTime
@@ -169,7 +170,7 @@ class SendAttempt(Base):
     provider: Mapped[str] = mapped_column(String(64))
     # The send record's attempt_count this claim set: the attempt's fencing token.
     attempt: Mapped[int] = mapped_column(Integer)
-    claimed_by: Mapped[str] = mapped_column(String(200))  # host:pid of the receiver
+    claimed_by: Mapped[str] = mapped_column(String(CLAIMANT_WORKER_LENGTH))  # host:pid
     claimed_at: Mapped[datetime]
     lease_until: Mapped[datetime | None]
     # The provider takes an idempotency key and drops a repeat (a second call is harmless).

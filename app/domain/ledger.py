@@ -46,13 +46,22 @@ class LedgerKey:
         return f"{self.reminder_id}:{self.channel}:{self.provider}"
 
 
+# The longest worker name an attempt row keeps (``send_attempts.claimed_by``).
+CLAIMANT_WORKER_LENGTH = 200
+
+
 @dataclass(frozen=True, slots=True)
 class Claimant:
     """Who takes a claim, as its attempt row in ``send_attempts`` records it: the worker
-    (host and process) and whether the provider deduplicates repeats by the idempotency key."""
+    (host and process, cut to ``CLAIMANT_WORKER_LENGTH``) and whether the provider
+    deduplicates repeats by the idempotency key."""
 
     worker: str = ""
     provider_deduplicates: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.worker) > CLAIMANT_WORKER_LENGTH:  # a very long host name
+            object.__setattr__(self, "worker", self.worker[:CLAIMANT_WORKER_LENGTH])
 
 
 # A claim that names no worker (tools and tests); the receiver always names itself.

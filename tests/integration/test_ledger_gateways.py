@@ -197,6 +197,18 @@ async def test_a_claim_appends_its_attempt_in_the_same_commit(gateway, engine):
     assert await attempt_rows(engine) == expected
 
 
+@both
+async def test_a_worker_name_longer_than_its_column_is_cut_to_it(gateway, engine):
+    """A very long host name: the claim still writes its attempt, the name cut to 200
+    characters (PostgreSQL refuses a longer value outright; one rule, in ``Claimant``)."""
+    await seed(engine, channels=("email",))
+    worker = Claimant("h" * 250 + ":41")
+    found = await gateway.claim_or_read(EMAIL, now=NOW, lease_until=NOW + LEASE, claimant=worker)
+    assert found.claimed
+    [row] = await attempt_rows(engine)
+    assert row[3] == "h" * 200
+
+
 async def test_the_group_claim_appends_each_attempt(engine, db_backend):
     """PostgreSQL's statement for several claims at once writes each claim's attempt."""
     if db_backend != "postgresql":

@@ -288,7 +288,7 @@ def _claim_arrays(items: Sequence[QueuedClaim]) -> list[list[Any]]:
         [item.lease_until for item in items],
         [item.key.idempotency_key for item in items],
         [item.now for item in items],
-        [item.claimant.worker[:200] for item in items],
+        [item.claimant.worker for item in items],
         [item.claimant.provider_deduplicates for item in items],
     ]
 

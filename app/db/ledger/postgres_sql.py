@@ -169,7 +169,7 @@ def claim_args(
     return statement.args(
         reminder_id=key.reminder_id, channel=key.channel, provider=key.provider,
         lease_until=lease_until, idempotency_key=key.idempotency_key, now=now,
-        claimed_by=claimant.worker[:200], provider_deduplicates=claimant.provider_deduplicates,
+        claimed_by=claimant.worker, provider_deduplicates=claimant.provider_deduplicates,
         **more,
     )  # fmt: skip
 
