@@ -125,6 +125,16 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """One claim of several taken together (``LedgerGateway.claim_many``, group commit)."""
+
+    key: LedgerKey
+    now: datetime
+    lease_until: datetime
+    claimant: Claimant = UNNAMED_CLAIMANT
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterEntry:
     """A message operators must look at: an exhausted send or an unusable delivery."""
 

@@ -12,6 +12,7 @@ from .ledger import (
     AttemptEnd,
     Claim,
     Claimant,
+    ClaimRequest,
     DeadLetterEntry,
     Earlier,
     LedgerKey,
@@ -180,6 +181,13 @@ class LedgerGateway(Protocol):
         channel has several providers, these before ``key.provider`` (failover). A claim
         appends its attempt (by ``claimant``) to ``send_attempts`` in the same commit, so
         no claim is ever without its row in the history."""
+        ...
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[Claim | BaseException]:
+        """``claim_or_read`` of several different keys (no failover rule) in as few
+        statements as the database allows: one result per request, in order, an exception
+        standing for that request alone. ``LedgerUnavailable`` when the database cannot be
+        reached: then none of the results is known."""
         ...
 
     async def channel_rows(self, reminder_id: str, channel: str) -> dict[str, ProviderRow]:

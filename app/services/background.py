@@ -17,24 +17,23 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded.dispatcher import (
-    LocalAnswer,
-    LocalDelivery,
-    dispatcher_from_settings,
-)
+from app.adapters.queues.embedded.dispatcher import dispatcher_from_settings
+from app.adapters.queues.embedded.local import LocalAnswer, LocalDelivery
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import AiohttpPusher
+from app.db.queue_repo import ClaimedMessage
 from app.domain.messages import Delivery
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
 from app.observability import record_delivery, record_sweep
-from app.services.receive import Receiver, receive_delivery
+from app.services.receive import Receiver
+from app.services.receive_batch import receive_batch
 from app.services.sweep import SweepLimits, SweepReport, sweep
 from app.settings import Settings
 
@@ -120,15 +119,30 @@ def start_background(
 
 
 def deliver_in_process(receiver: Callable[[], Receiver]) -> LocalDelivery:
-    """What ``POST /push/{queue}`` does once a push is authenticated, called directly:
-    the receiver decides, the delivery is counted and logged as the route would."""
+    """What ``POST /push/{queue}`` does once a push is authenticated, called directly for a
+    round's messages together (``receive_batch``): the receiver decides for each, and each
+    delivery is counted and logged as the route would."""
 
-    async def deliver(queue: str, message_id: str, payload: object, attempt: int) -> LocalAnswer:
-        delivery = Delivery(queue, message_id, payload, attempt)
+    async def deliver(
+        messages: Sequence[ClaimedMessage],
+    ) -> list[LocalAnswer | BaseException]:
+        deliveries = [
+            Delivery(message.queue, message.message_id, message.payload, message.attempts)
+            for message in messages
+        ]
         started = time.perf_counter()
-        answer = await receive_delivery(receiver(), delivery)
-        record_delivery(delivery, answer, time.perf_counter() - started, route="in-process")
-        return LocalAnswer(answer.outcome.acknowledges, answer.outcome.value, answer.retry_after)
+        results = await receive_batch(receiver(), deliveries)
+        elapsed = time.perf_counter() - started  # each answer came at the batch's end
+        answers: list[LocalAnswer | BaseException] = []
+        for delivery, result in zip(deliveries, results, strict=True):
+            if isinstance(result, BaseException):
+                answers.append(result)
+                continue
+            record_delivery(delivery, result, elapsed, route="in-process")
+            answers.append(
+                LocalAnswer(result.outcome.acknowledges, result.outcome.value, result.retry_after)
+            )
+        return answers
 
     return deliver
 

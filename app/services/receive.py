@@ -42,7 +42,10 @@ from .receive_model import (
     duplicate_of_sent,
 )
 
-__all__ = ["Answer", "DeliveryPolicy", "Receiver", "SentKeys", "quarantine", "receive_delivery"]
+__all__ = [
+    "Answer", "DeliveryPolicy", "Receiver", "SentKeys", "answer_not_claimed",
+    "database_unavailable", "quarantine", "receive_delivery",
+]  # fmt: skip
 
 log = logging.getLogger("reminders.receiver")
 
@@ -121,14 +124,14 @@ async def claim_and_send(
     if not claim.claimed:
         if claim.record is None and earlier:  # the failover rule refused
             return Answer(Outcome.BUSY, 1.0, key.reminder_id, key.channel, detail="failover")
-        return await _answer_unclaimed(receiver, delivery, key, now, claim.record)
+        return await answer_not_claimed(receiver, delivery, key, now, claim.record)
     assert claim.record is not None and claim.context is not None, "a claim reads its reminder"
     breaker = receiver.breakers.get(provider.name)
     work = ClaimedSend(receiver, delivery, payload, key, claim.record, provider, breaker=breaker)
     return await receiver.run_claim(work.run(claim.context))
 
 
-async def _answer_unclaimed(
+async def answer_not_claimed(
     receiver: Receiver,
     delivery: Delivery,
     key: LedgerKey,

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from app.adapters.rendering import Renderer
 from app.domain.failover import CircuitBreaker
@@ -24,6 +24,7 @@ from app.domain.states import Outcome
 from .durable import FinalizeRetry
 
 log = logging.getLogger("reminders.receiver")
+T = TypeVar("T")
 
 # How many sent keys a process keeps (``SentKeys``), ~200 bytes each, and for how long.
 SENT_KEYS = 50_000
@@ -128,7 +129,7 @@ class Receiver:
         object.__setattr__(self, "sent", SentKeys(seconds=self.policy.sent_keys_seconds))
         object.__setattr__(self, "running", set())
 
-    async def run_claim(self, work: Coroutine[Any, Any, Answer]) -> Answer:
+    async def run_claim(self, work: Coroutine[Any, Any, T]) -> T:
         """Run the work on a claim (send, then finalize) shielded from the caller's
         cancellation: a push timeout, a dropped client or a dispatcher's deadline must not
         cut a finalize after an accepted send (the row would stay ``sending`` and the

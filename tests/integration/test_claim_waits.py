@@ -18,9 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import create_engine
 from app.db.ledger import CoreLedger, LedgerGateway, PgLedger, ledger_for
-from app.db.ledger.core import QueuedClaim
 from app.db.tables import send_records
-from app.domain.ledger import UNNAMED_CLAIMANT
+from app.domain.ledger import UNNAMED_CLAIMANT, ClaimRequest
 from tests.integration.test_ledger_gateways import (
     EMAIL,
     NOW,
@@ -144,7 +143,7 @@ async def test_the_group_claim_gives_each_row_a_lease_from_when_it_took_it(engin
         await locker.execute(select(send_records.c.id).with_for_update())
         group = asyncio.create_task(
             ledger._claim_batch(
-                [QueuedClaim(key, NOW, NOW + LEASE, UNNAMED_CLAIMANT) for key in (EMAIL, WEBHOOK)]
+                [ClaimRequest(key, NOW, NOW + LEASE, UNNAMED_CLAIMANT) for key in (EMAIL, WEBHOOK)]
             )
         )
         await until_waiting(engine, 1)

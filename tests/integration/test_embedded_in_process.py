@@ -4,6 +4,7 @@ same receiver, answers and redelivery rules as the HTTP push, without the round 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 
 import pytest
@@ -14,6 +15,7 @@ from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import PushTarget
 from app.container import Container
 from app.db import queue_repo
+from app.db.ledger.postgres_batch_sql import CLAIM_BATCH
 from app.db.tables import send_records
 from app.domain.errors import LedgerUnavailable, TransientProviderError
 from app.domain.retry import BackoffPolicy
@@ -105,7 +107,7 @@ async def test_a_receiver_that_raises_counts_as_no_answer(
     await enqueue_due(client, container, clock, publisher, "r1")
     dispatcher = in_process_dispatcher(container, clock)
     ledger = container.receiver.ledger
-    real_claim = ledger.claim_or_read
+    real_claim = ledger.claim_many  # in process, a round's messages are claimed together
     failures = [LedgerUnavailable("connection dropped")]
 
     async def claim_once_failing(*args, **kwargs):
@@ -113,15 +115,40 @@ async def test_a_receiver_that_raises_counts_as_no_answer(
             raise failures.pop()
         return await real_claim(*args, **kwargs)
 
-    ledger.claim_or_read = claim_once_failing  # type: ignore[method-assign]
+    ledger.claim_many = claim_once_failing  # type: ignore[method-assign]
     try:
         report = await dispatcher.run_once()
         assert (report.redelivering, dict(report.outcomes)) == (1, {"retry": 1})
         clock.advance(minutes=2)
         assert dict((await dispatcher.run_once()).outcomes) == {"sent": 1}
     finally:
-        del ledger.claim_or_read
+        del ledger.claim_many
     assert len(provider.calls) == 1
+
+
+async def test_a_round_larger_than_the_concurrency_is_delivered_in_chunks(
+    client, container, clock, publisher, provider
+):
+    """Ten messages at concurrency 3: the round goes to the receiver in chunks of at most
+    three, each taking its slots whole, and all ten are sent (chunks taking slots one by
+    one at a time would each hold some and wait for the rest for ever)."""
+    ids = [f"k{i}" for i in range(10)]
+    await enqueue_due(client, container, clock, publisher, *ids)
+    dispatcher = in_process_dispatcher(container, clock, concurrency=3, batch_size=10)
+    peak = 0
+    deliver = dispatcher._hand_off.deliver
+
+    async def counted(messages):
+        nonlocal peak
+        peak = max(peak, 3 - dispatcher._semaphore._value)
+        assert len(messages) <= 3
+        return await deliver(messages)
+
+    dispatcher._hand_off = dataclasses.replace(dispatcher._hand_off, deliver=counted)
+    async with asyncio.timeout(10):
+        report = await dispatcher.run_once()
+    assert (report.claimed, dict(report.outcomes)) == (10, {"sent": 10})
+    assert peak == 3 and len(provider.calls) == 10
 
 
 async def test_a_dispatcher_needs_somewhere_to_deliver(container, clock):
@@ -156,22 +183,33 @@ async def test_a_stop_finishes_deliveries_under_way_and_gives_back_the_rest(
 async def test_in_process_deliveries_share_ledger_statements_on_postgresql(
     client, container, clock, publisher, provider, db_backend
 ):
-    """One batch of 30 messages delivered in process at concurrency 30: claims and
-    finalizes go to PostgreSQL in shared statements (batch claim, sends side by side, batch
-    finalize), and every reminder is sent exactly once."""
+    """One batch of 30 messages delivered in process at concurrency 30: the 30 claims are
+    one statement, the finalizes share statements (sends side by side, group finalize),
+    and every reminder is sent exactly once."""
     if db_backend != "postgresql":
         pytest.skip("group statements are the PostgreSQL gateway's")
     ids = [f"g{i}" for i in range(30)]
     await enqueue_due(client, container, clock, publisher, *ids)
     dispatcher = in_process_dispatcher(container, clock, concurrency=30, batch_size=30)
-    report = await dispatcher.run_once()
+    ledger = container.receiver.ledger
+    queries: list[str] = []
+    fetch = ledger._fetch
+
+    async def counted(query, *args):
+        queries.append(query)
+        return await fetch(query, *args)
+
+    ledger._fetch = counted
+    try:
+        report = await dispatcher.run_once()
+    finally:
+        del ledger._fetch
     assert (report.claimed, dict(report.outcomes)) == (30, {"sent": 30})
     assert sorted(call.idempotency_key for call in provider.calls) == sorted(
         f"{i}:email:scripted" for i in ids
     )
-    ledger = container.receiver.ledger
     [finalizes] = ledger._finalizes.values()
-    assert ledger._claims.statements < 30 and finalizes.statements < 30
+    assert queries.count(CLAIM_BATCH) == 1 and finalizes.statements < 30
 
 
 async def test_the_next_batch_is_claimed_while_the_last_one_is_delivered(

@@ -16,10 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.ledger import LedgerGateway, PgLedger, ledger_for
 from app.db.ledger import repo as ledger_repo
-from app.db.ledger.core import QueuedClaim
 from app.db.tables import customers, reminders, send_attempts, send_records
 from app.domain.errors import LeaseLost
-from app.domain.ledger import Claim, Claimant, LedgerKey, SendRecordView
+from app.domain.ledger import Claim, Claimant, ClaimRequest, LedgerKey, SendRecordView
 from app.domain.messages import ReminderView
 from app.domain.states import SendState
 from tests.support.ledger_gateways import IMPLEMENTATIONS
@@ -218,7 +217,7 @@ async def test_the_group_claim_appends_each_attempt(engine, db_backend):
     assert isinstance(ledger, PgLedger)
     workers = (Claimant("host-a:1", True), Claimant("host-b:2", False))
     items = [
-        QueuedClaim(k, NOW, NOW + LEASE, w) for k, w in zip((EMAIL, WEBHOOK), workers, strict=True)
+        ClaimRequest(k, NOW, NOW + LEASE, w) for k, w in zip((EMAIL, WEBHOOK), workers, strict=True)
     ]
     try:
         rows = await ledger._claim_batch(items)

@@ -20,6 +20,7 @@ from app.domain.ledger import (
     AttemptEnd,
     Claim,
     Claimant,
+    ClaimRequest,
     DeadLetterEntry,
     Earlier,
     LedgerKey,
@@ -36,16 +37,6 @@ from ..failures import is_unavailable
 from . import repo
 
 T = TypeVar("T")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueuedClaim:
-    """A claim waiting for its group's statement or transaction (``GroupCommit``)."""
-
-    key: LedgerKey
-    now: datetime
-    lease_until: datetime
-    claimant: Claimant
 
 
 class CoreLedger(LedgerGateway):
@@ -88,6 +79,23 @@ class CoreLedger(LedgerGateway):
             return Claim(False, await self.get_send_record(key))
         context = await self._statement(lambda conn: repo.load_send_context(conn, key.reminder_id))
         return Claim(True, claimed, context)
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[Claim | BaseException]:
+        """Each claim in turn (the engine's databases batch them in subclasses)."""
+        results: list[Claim | BaseException] = []
+        for request in requests:
+            try:
+                claim = await self.claim_or_read(
+                    request.key, now=request.now, lease_until=request.lease_until,
+                    claimant=request.claimant,
+                )  # fmt: skip
+            except LedgerUnavailable:
+                raise
+            except Exception as error:  # that request's alone
+                results.append(error)
+            else:
+                results.append(claim)
+        return results
 
     async def get_send_record(self, key: LedgerKey) -> SendRecordView | None:
         """The ledger row for a key, if any."""

@@ -31,6 +31,7 @@ from app.domain.ledger import (
     AttemptEnd,
     Claim,
     Claimant,
+    ClaimRequest,
     Earlier,
     LedgerKey,
     SendRecordView,
@@ -40,7 +41,7 @@ from app.domain.states import SendState
 from app.group_commit import GroupCommit
 
 from ..failures import is_unavailable
-from .core import CoreLedger, QueuedClaim, makes_final
+from .core import CoreLedger, makes_final
 from .pg_pool import raw_pool
 from .postgres_batch_sql import CLAIM_BATCH, finalize_batch_statement
 from .postgres_sql import (
@@ -129,9 +130,22 @@ class PgLedger(CoreLedger):
         statement shared with concurrent claims (group commit); failover's (``earlier``) in
         one of its own."""
         if earlier is None:
-            row = await self._claims.submit(QueuedClaim(key, now, lease_until, claimant))
+            row = await self._claims.submit(ClaimRequest(key, now, lease_until, claimant))
         else:
             row = await self._fetchrow(*guarded_claim(key, now, lease_until, earlier, claimant))
+        return await self._claim_from(key, row)
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[Claim | BaseException]:
+        """Every claim in one statement, as a group of concurrent claims is."""
+        rows = await self._claim_batch(requests)
+        return [
+            row if isinstance(row, BaseException) else await self._claim_from(request.key, row)
+            for request, row in zip(requests, rows, strict=True)
+        ]
+
+    async def _claim_from(self, key: LedgerKey, row: asyncpg.Record | None) -> Claim:
+        """The claim a claim statement's row stands for (not claimed and not sent: the
+        row's current state is read again)."""
         if row is not None and row["claimed"]:
             context = send_context(key.reminder_id, row, decode=_json)
             return Claim(True, send_record_view(row), context)
@@ -139,7 +153,7 @@ class PgLedger(CoreLedger):
             return Claim(False, send_record_view(row))
         return Claim(False, await self.get_send_record(key))
 
-    async def _claim_batch(self, items: Sequence[QueuedClaim]) -> list[Any]:
+    async def _claim_batch(self, items: Sequence[ClaimRequest]) -> list[Any]:
         # A group of one runs as the plain single-row statement, not the array one: at half
         # the peak rate, where most groups hold one item, the array statements cost
         # PostgreSQL two to three times more per delivery (measured; a plan cached while the
@@ -280,7 +294,7 @@ def _ended_values(ended: AttemptEnd | None) -> tuple[str | None, bool | None, st
     return (None, None, None) if ended is None else ended.columns()
 
 
-def _claim_arrays(items: Sequence[QueuedClaim]) -> list[list[Any]]:
+def _claim_arrays(items: Sequence[ClaimRequest]) -> list[list[Any]]:
     return [
         [item.key.reminder_id for item in items],
         [item.key.channel for item in items],

@@ -30,6 +30,7 @@ from app.domain.ledger import (
     AttemptEnd,
     Claim,
     Claimant,
+    ClaimRequest,
     Earlier,
     LedgerKey,
     SendRecordView,
@@ -41,7 +42,6 @@ from ..sqlite_thread import run_in_connection_thread
 from . import repo
 from .core import (
     CoreLedger,
-    QueuedClaim,
     claim_with_attempt,
     connection_failures_as_unavailable,
     makes_final,
@@ -88,7 +88,11 @@ class SqliteLedger(CoreLedger):
             return await super().claim_or_read(
                 key, now=now, lease_until=lease_until, earlier=earlier, claimant=claimant
             )
-        return await self._claims.submit(QueuedClaim(key, now, lease_until, claimant))
+        return await self._claims.submit(ClaimRequest(key, now, lease_until, claimant))
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[Claim | BaseException]:
+        """Every claim in one transaction, as a group of concurrent claims is."""
+        return await self._claim_batch(requests)
 
     async def finalize_send(
         self,
@@ -117,7 +121,7 @@ class SqliteLedger(CoreLedger):
         await self._claims.drain()
         await self._finalizes.drain()
 
-    async def _claim_batch(self, items: Sequence[QueuedClaim]) -> list[Claim | BaseException]:
+    async def _claim_batch(self, items: Sequence[ClaimRequest]) -> list[Claim | BaseException]:
         return await self._in_one_transaction(_claim_or_read, items)
 
     async def _finalize_batch(
@@ -149,7 +153,7 @@ class SqliteLedger(CoreLedger):
         return results
 
 
-async def _claim_or_read(conn: AsyncConnection, item: QueuedClaim) -> Claim:
+async def _claim_or_read(conn: AsyncConnection, item: ClaimRequest) -> Claim:
     claimed = await claim_with_attempt(
         conn, item.key, item.now, item.lease_until, None, item.claimant
     )

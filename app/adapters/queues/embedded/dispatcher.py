@@ -23,10 +23,9 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import orjson
 import structlog
@@ -42,7 +41,8 @@ from app.domain.queueing import (
 from app.domain.retry import BackoffPolicy, RandomSource, parse_retry_after
 from app.settings import Settings
 
-from .pusher import AiohttpPusher, Pusher, PushFailed, PushTarget
+from .local import LocalDelivery, LocalHandOff
+from .pusher import AiohttpPusher, Pusher, PushFailed, PushResult, PushTarget
 
 log = logging.getLogger("reminders.embedded_queue")
 # Dead letters: error lines with fields, as the receiver's are (log-level alerting).
@@ -61,36 +61,6 @@ class DispatchLimits:
     housekeeping_every: timedelta = timedelta(seconds=60)
     # Rounds claimed ahead while earlier ones are delivered (``Dispatcher.run``).
     rounds_in_flight: int = 2
-
-
-@dataclass(frozen=True, slots=True)
-class PushResult:
-    """One delivery and its answer (``status`` None: no answer)."""
-
-    message: ClaimedMessage
-    status: int | None
-    retry_after: str | None = None
-    outcome: str | None = None
-    error: str | None = None
-    released: bool = False  # never delivered: the dispatcher was stopping
-
-    @property
-    def acknowledged(self) -> bool:
-        """2xx: the receiver is done with the message."""
-        return self.status is not None and 200 <= self.status < 300
-
-
-@dataclass(frozen=True, slots=True)
-class LocalAnswer:
-    """A receiver's answer handed back in process: ``acknowledged`` as a 2xx would be."""
-
-    acknowledged: bool
-    outcome: str
-    retry_after: float | None = None
-
-
-# Delivers one message (queue, message id, payload, attempt) to a receiver in this process.
-LocalDelivery = Callable[[str, str, Any, int], Awaitable[LocalAnswer]]
 
 
 @dataclass
@@ -138,6 +108,11 @@ class Dispatcher:
         self._rand = rand
         self._wall_time = wall_time  # signature timestamps: the receiver checks wall time
         self._semaphore = asyncio.Semaphore(limits.concurrency)
+        self._hand_off = None if local is None else LocalHandOff(
+            local, self._semaphore, asyncio.Lock(), limits.concurrency,
+            limits.push_timeout_seconds,
+            stopping=lambda: self._stop is not None and self._stop.is_set(),
+        )  # fmt: skip
         self._wake = asyncio.Event()
         self._stop: asyncio.Event | None = None  # run's; once set: start no more deliveries
         self._housekept_at: datetime | None = None
@@ -163,6 +138,8 @@ class Dispatcher:
 
     async def push_all(self, claimed: list[ClaimedMessage]) -> list[PushResult]:
         """Push every claimed message, at most ``concurrency`` at a time."""
+        if self._hand_off is not None:  # in process: the receiver takes them together
+            return await self._hand_off.push_all(claimed)
         return list(await asyncio.gather(*(self._push_bounded(m) for m in claimed)))
 
     async def _push_bounded(self, message: ClaimedMessage) -> PushResult:
@@ -172,11 +149,9 @@ class Dispatcher:
             return await self.push(message)
 
     async def push(self, message: ClaimedMessage) -> PushResult:
-        """Deliver one message (in process, or POSTed in the Infrai envelope, signed); never
-        raises for delivery failures."""
-        if self.local is not None:
-            return await self._deliver_locally(self.local, message)
-        assert self.pusher is not None  # one of the two, checked when built
+        """POST one message in the Infrai envelope, signed; never raises for delivery
+        failures."""
+        assert self.pusher is not None  # in process, messages go by ``push_all``
         body = orjson.dumps(
             {
                 "message_id": message.message_id,
@@ -195,21 +170,6 @@ class Dispatcher:
         except PushFailed as error:
             return PushResult(message, None, error=str(error))
         return PushResult(message, answer.status, answer.retry_after, answer.outcome)
-
-    async def _deliver_locally(self, local: LocalDelivery, message: ClaimedMessage) -> PushResult:
-        # The timeout only stops the wait: the receiver finishes a claim's send and finalize
-        # on its own (``Receiver.run_claim``), as it does when a pushing queue hangs up.
-        try:
-            async with asyncio.timeout(self.limits.push_timeout_seconds):
-                answer = await local(
-                    message.queue, message.message_id, message.payload, message.attempts
-                )
-        except Exception as error:  # as a 500 or a lost answer would be: delivered again
-            log.exception("in-process delivery of %s failed", message.message_id)
-            return PushResult(message, None, error=f"in-process delivery failed: {error!r}")
-        status = 200 if answer.acknowledged else 503
-        retry_after = None if answer.retry_after is None else str(int(answer.retry_after or 1))
-        return PushResult(message, status, retry_after, answer.outcome)
 
     async def apply(
         self, results: list[PushResult], *, now: datetime, report: DispatchReport | None = None

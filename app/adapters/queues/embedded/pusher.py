@@ -16,6 +16,7 @@ import aiohttp
 import orjson
 
 from app.adapters.queues.infrai.push_format import sign
+from app.db.queue_repo import ClaimedMessage
 
 _MAX_ANSWER_BYTES = 64 * 1024
 _MAX_ERROR = 500
@@ -53,6 +54,23 @@ class PushResponse:
     status: int
     retry_after: str | None = None
     outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    """One delivery and its answer (``status`` None: no answer)."""
+
+    message: ClaimedMessage
+    status: int | None
+    retry_after: str | None = None
+    outcome: str | None = None
+    error: str | None = None
+    released: bool = False  # never delivered: the dispatcher was stopping
+
+    @property
+    def acknowledged(self) -> bool:
+        """2xx: the receiver is done with the message."""
+        return self.status is not None and 200 <= self.status < 300
 
 
 class Pusher(Protocol):
