@@ -202,7 +202,11 @@ class PgLedger(CoreLedger):
             record.id, record.attempt_count, now, reminder.id, len(reminder.channels),
             _ended_values(ended), tuple(values[name] for name in columns),
         )  # fmt: skip
-        finalized, settled = await self._finalize_group(columns).submit(item)
+        group = self._finalize_group(columns)
+        answer = await group.submit(item)
+        if answer is LOCKED_ELSEWHERE:  # left out of the group: alone, waiting for its row
+            answer = await self._finalize_alone(columns, item)
+        finalized, settled = answer
         if not finalized:
             raise LeaseLost()
         if not settled and len(reminder.channels) > 1:
@@ -212,28 +216,29 @@ class PgLedger(CoreLedger):
         # One group per set of columns: a statement sets the same columns on every row.
         group = self._finalizes.get(columns)
         if group is None:
-            sql, single = finalize_batch_statement(columns), finalize_statement(columns)
+            sql = finalize_batch_statement(columns)
 
             async def run(items: Sequence[_Finalize]) -> list[Any]:
                 if len(items) == 1:  # as for claims: a group of one, the plain statement
-                    item = items[0]
-                    row = await self._fetchrow(
-                        single, item.record_id, item.attempt, item.now, item.reminder_id,
-                        item.channel_count, *item.ended, *item.values,
-                    )  # fmt: skip
-                    return [(row[0], bool(row[1])) if row else (0, False)]
+                    return [await self._finalize_alone(columns, items[0])]
                 try:
                     rows = await self._fetch(sql, *_finalize_arrays(items))
                 except asyncpg.PostgresError:  # refused, so nothing written: each item alone
                     return await _one_by_one(run, items)
-                settled = {row["id"]: row["settled"] for row in rows}
-                return [(1, settled[i.record_id]) if i.record_id in settled else (0, False)
-                        for i in items]  # fmt: skip
+                answers = {row["id"]: row for row in rows}
+                return [_group_answer(answers.get(item.record_id)) for item in items]
 
             group = self._finalizes[columns] = GroupCommit(
                 run, key=lambda item: item.record_id, max_in_flight=self._in_flight
             )
         return group
+
+    async def _finalize_alone(self, columns: tuple[str, ...], item: _Finalize) -> tuple[int, bool]:
+        row = await self._fetchrow(
+            finalize_statement(columns), item.record_id, item.attempt, item.now,
+            item.reminder_id, item.channel_count, *item.ended, *item.values,
+        )  # fmt: skip
+        return (row[0], bool(row[1])) if row else (0, False)
 
     async def settle_if_final(
         self, reminder: ReminderView, values: Mapping[str, Any], *, now: datetime
@@ -276,6 +281,18 @@ class PgLedger(CoreLedger):
             if not is_unavailable(error):
                 raise
             raise LedgerUnavailable(f"database unavailable: {error!r}"[:300]) from error
+
+
+# A group finalize's answer for a row another session held: finalize it alone.
+LOCKED_ELSEWHERE: Any = object()
+
+
+def _group_answer(row: asyncpg.Record | None) -> Any:
+    # One item's answer from the group statement's rows (``finalize_batch_statement``):
+    # refused by the fence (no row), left for later (locked elsewhere), or finalized.
+    if row is None:
+        return (0, False)
+    return (1, row["settled"]) if row["finalized"] else LOCKED_ELSEWHERE
 
 
 @dataclass(frozen=True, slots=True)

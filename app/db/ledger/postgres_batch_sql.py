@@ -135,7 +135,14 @@ def finalize_batch_statement(columns: tuple[str, ...]) -> str:
     Parameters: $1 record ids, $2 attempts, $3 each item's now, $4 reminder ids, $5 channel
     counts, $6-$8 the attempts' outcomes, provider called and error classes, then one array
     per column of ``columns``, in order.
-    Returns one row per finalized record: its id and whether its reminder was settled.
+    Returns one row per item it did not refuse: its id, whether it was finalized (false: its
+    row was locked by another session, so this statement left it alone) and whether its
+    reminder was settled.
+
+    The rows are locked first, skipping any another session holds: a group statement that
+    waited on one row would leave the others unlocked while it waited, their leases would
+    run out, and a redelivery could reclaim one and send it again. A skipped item is
+    finalized by a statement of its own, which waits for its row only.
     """
     arrays = ", ".join(f"${i}::{FINALIZE_TYPES[name]}[]" for i, name in enumerate(columns, 9))
     sets = ", ".join(f"{name} = i.{name}" for name in columns)
@@ -152,10 +159,14 @@ WITH input AS (
                          $6::text[], $7::bool[], $8::text[], {arrays})
         AS i(id, attempt, now, reminder_id, channel_count, ended_outcome, ended_called,
              ended_error, {", ".join(columns)})
+), locked AS (
+    SELECT sr.id FROM send_records sr WHERE sr.id = ANY($1::bigint[])
+    ORDER BY sr.id FOR UPDATE SKIP LOCKED
 ), finalized AS (
     UPDATE send_records sr SET lease_until = NULL, updated_at = i.now, {sets}
     FROM (SELECT * FROM input ORDER BY id) AS i
-    WHERE sr.id = i.id AND {still_held_by_key("sr", "i.attempt")}
+    WHERE sr.id = i.id AND sr.id IN (SELECT id FROM locked)
+      AND {still_held_by_key("sr", "i.attempt")}
     RETURNING sr.id, sr.reminder_id, sr.channel, sr.state, sr.outcome
 ), final_reminders AS (
     SELECT DISTINCT ON (f.reminder_id) f.reminder_id, i.channel_count, i.now
@@ -172,6 +183,9 @@ WITH input AS (
 ), ended AS (
     {attempt_ended("i.id", "i.attempt", "i.now", ENDED_COLUMNS, source="input AS i")}
 )
-SELECT f.id, EXISTS (SELECT 1 FROM done WHERE done.id = f.reminder_id) AS settled
+SELECT f.id, true AS finalized,
+       EXISTS (SELECT 1 FROM done WHERE done.id = f.reminder_id) AS settled
 FROM finalized f
+UNION ALL
+SELECT i.id, false, false FROM input i WHERE i.id NOT IN (SELECT id FROM locked)
 """

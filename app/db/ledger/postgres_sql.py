@@ -9,6 +9,7 @@ statements in one transaction.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -207,6 +208,7 @@ FINALIZE_COLUMNS = frozenset(
 )
 
 
+@functools.cache  # built once per set of columns (each finalize alone asks for it)
 def finalize_statement(columns: tuple[str, ...]) -> str:
     """Fenced finalize of one row plus, when it became final, "mark the reminder done"
     with its delivery summary.

@@ -304,12 +304,26 @@ def _finalize_statement(columns: tuple[str, ...]) -> Update:
     return update(sr).where(_FENCE).values(lease_until=None, updated_at=NOW, **bound)
 
 
-# Extend a live claim's lease (the send is still running).
-RENEW_LEASE = (
-    update(sr)
-    .where(_FENCE, sr.c.lease_until > NOW)
-    .values(lease_until=bindparam("lease_until", type_=UTCDateTime()), updated_at=NOW)
-)
+def renew_statement(waited: ColumnElement[Any] | None = None) -> Update:
+    """Extend a live claim's lease (the send is still running). ``waited`` as for the claim
+    (``claim_statement``): PostgreSQL adds the time the renewal waited for its row, so one
+    held behind another session's lock does not commit a lease that already ended, which a
+    redelivery queued behind it would reclaim at once. The row is locked by a subquery
+    before the new lease is computed: a plain UPDATE that waits on a session that only
+    locked the row keeps values computed before the wait."""
+    lease_until: ColumnElement[Any] = bindparam("lease_until", type_=UTCDateTime())
+    live = and_(_FENCE, sr.c.lease_until > NOW)
+    if waited is not None:
+        lease_until = lease_until + waited
+        locked = select(sr.c.id).where(sr.c.id == bindparam("record_id")).with_for_update()
+        live = and_(live, sr.c.id == locked.scalar_subquery())
+    return update(sr).where(live).values(lease_until=lease_until, updated_at=NOW)
+
+
+_RENEW = {
+    "postgresql": renew_statement(waited=rules.waited_in_statement()),
+    "sqlite": renew_statement(),
+}
 
 
 async def renew_lease(
@@ -318,7 +332,7 @@ async def renew_lease(
     """Move a claim's lease to ``lease_until``; False when it is no longer this attempt's or
     its lease already ended (another worker may claim it now: the send must not count on it)."""
     result = await conn.execute(
-        RENEW_LEASE,
+        _RENEW[conn.dialect.name],
         {"record_id": record.id, "attempt": record.attempt_count, "now": now,
          "lease_until": lease_until},
     )  # fmt: skip
