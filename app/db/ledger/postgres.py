@@ -204,7 +204,7 @@ class PgLedger(CoreLedger):
         )  # fmt: skip
         group = self._finalize_group(columns)
         answer = await group.submit(item)
-        if answer is LOCKED_ELSEWHERE:  # left out of the group: alone, waiting for its row
+        if answer is _LOCKED_ELSEWHERE:  # left out of the group: alone, waiting for its row
             answer = await self._finalize_alone(columns, item)
         finalized, settled = answer
         if not finalized:
@@ -284,7 +284,7 @@ class PgLedger(CoreLedger):
 
 
 # A group finalize's answer for a row another session held: finalize it alone.
-LOCKED_ELSEWHERE: Any = object()
+_LOCKED_ELSEWHERE: Any = object()
 
 
 def _group_answer(row: asyncpg.Record | None) -> Any:
@@ -292,7 +292,7 @@ def _group_answer(row: asyncpg.Record | None) -> Any:
     # refused by the fence (no row), left for later (locked elsewhere), or finalized.
     if row is None:
         return (0, False)
-    return (1, row["settled"]) if row["finalized"] else LOCKED_ELSEWHERE
+    return (1, row["settled"]) if row["finalized"] else _LOCKED_ELSEWHERE
 
 
 @dataclass(frozen=True, slots=True)
