@@ -6,11 +6,13 @@ Usage (from the repository root; PostgreSQL on 127.0.0.1)::
                                   [--mode inprocess,http,separate] [--repeat 1]
                                   [--db postgresql,sqlite] [--sweep-only]
                                   [--set REMINDERS_NAME=value ...] [--baseline PATH]
+                                  [--workers N]
 
 ``reminders serve`` runs as a user runs it: every setting at its default except the ones a
 deployment must give (database URL, tokens, the outbox directory) and the ones a flag
 changes (``--concurrency`` sets ``REMINDERS_EMBEDDED_CONCURRENCY``, ``--mode`` the dispatcher's
-placement, ``--set`` anything else); the run prints the settings it changed. Nothing else
+placement, ``--workers N`` runs ``serve --workers N``, ``--set`` anything else); the run
+prints the settings it changed. Nothing else
 touches the service's database while it runs: no ANALYZE, no tuning (the sweep refreshes
 the statistics it invalidates itself, see ``app/services/sweep.py``).
 
@@ -20,9 +22,10 @@ For each database, push concurrency C (and repetition), on 127.0.0.1:
    ``postgresql://postgres@127.0.0.1:5432/postgres``, seeded by COPY; SQLite: a file in a
    temporary directory, seeded by executemany in chunks), migrated, holding N customers
    and N ``scheduled`` email reminders due now;
-2. ``reminders serve`` (uvicorn, 1 worker, the outbox provider writing to a temporary
-   directory). ``--mode inprocess`` (the default, as ``serve`` runs by default) runs the
-   dispatcher inside ``serve``, handing each message to the receiver in the same process;
+2. ``reminders serve`` (uvicorn, its default of one worker unless ``--workers``, the outbox
+   provider writing to a temporary directory). ``--mode inprocess`` (the default, as
+   ``serve`` runs by default) runs the dispatcher inside ``serve``, handing each message
+   to the receiver in the same process;
    ``http`` runs it inside ``serve`` but POSTing ``/push/{queue}`` to itself
    (``REMINDERS_EMBEDDED_DELIVER_IN_PROCESS=false``); ``separate`` runs ``reminders
    dispatch`` as a second process (``REMINDERS_EMBEDDED_DISPATCH_IN_SERVE=false``). Several
@@ -47,10 +50,12 @@ requests) and count, p50/p99 of each reminder's time from the first sweep reques
 ``sent_at`` (database clock), in runs of 200,000 or more the rate of each successive 100,000
 sent (flat, or not, from the first to the last), CPU time per reminder in µs, which a
 shared, loaded machine distorts less than the rate: ``serve``'s user time, its system
-(kernel) time, the PostgreSQL backends serving the benchmark's database (user + system, from
+(kernel) time (with ``--workers``, of the supervisor and every worker together), the
+PostgreSQL backends serving the benchmark's database (user + system, from
 ``/proc``, sampled every 0.1 s; the server's shared background processes are not counted)
 and, in ``separate`` mode, ``dispatch``'s user + system; and ``serve``'s resident memory
-(VmRSS, sampled every 0.5 s): before the first sweep, the highest and the last sample. The
+(VmRSS, sampled every 0.5 s; with ``--workers``, the sum over its processes): before the
+first sweep, the highest and the last sample. The
 run fails (exit 1) unless the ledger holds exactly one ``sent`` row per reminder and the
 queue is empty.
 """
@@ -104,6 +109,39 @@ def cpu_split(pid: int) -> tuple[float, float]:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (Linux /proc)."""
     return sum(cpu_split(pid))
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``serve --workers N``: the supervisor and its workers)."""
+    found = [pid]
+    for member in found:
+        for task in Path(f"/proc/{member}/task").glob("*/children"):
+            try:
+                found += [int(child) for child in task.read_text().split()]
+            except OSError:
+                continue  # the thread ended meanwhile
+    return found
+
+
+def tree_cpu_split(pid: int) -> dict[int, tuple[float, float]]:
+    """User and system CPU seconds of each process of ``pid``'s tree so far."""
+    used: dict[int, tuple[float, float]] = {}
+    for member in process_tree(pid):
+        try:
+            used[member] = cpu_split(member)
+        except OSError:
+            continue  # exited meanwhile
+    return used
+
+
+def cpu_since(
+    before: dict[int, tuple[float, float]], after: dict[int, tuple[float, float]]
+) -> tuple[float, float]:
+    """User and system CPU seconds a process tree used between two samples (a process
+    that began in between counts from its start)."""
+    user = sum(u - before.get(pid, (0.0, 0.0))[0] for pid, (u, _) in after.items())
+    system = sum(s - before.get(pid, (0.0, 0.0))[1] for pid, (_, s) in after.items())
+    return user, system
 
 
 def postgres_backends(db_name: str) -> dict[int, float]:
@@ -160,6 +198,17 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def tree_rss_mb(pid: int) -> float:
+    """The resident memory of ``pid`` and its descendants together, in MB."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            total += rss_mb(member)
+        except OSError:
+            continue  # exited meanwhile
+    return total
 
 
 def free_port() -> int:
@@ -422,7 +471,7 @@ class MemorySampler:
     async def run(self) -> None:
         """Sample until cancelled."""
         while True:
-            self.samples.append(rss_mb(self.pid))
+            self.samples.append(tree_rss_mb(self.pid))
             await asyncio.sleep(0.5)
 
     def summary(self) -> tuple[float, float, float]:
@@ -521,7 +570,7 @@ async def verify_swept(db: Database, count: int) -> None:
 
 
 def start_service(
-    env: dict, port: int, log_path: Path, mode: str, code: Path
+    env: dict, port: int, log_path: Path, mode: str, code: Path, workers: int | None = None
 ) -> list[subprocess.Popen]:
     """``reminders serve`` of the checkout ``code`` and, in ``separate`` mode,
     ``reminders dispatch``; output to a log."""
@@ -530,7 +579,7 @@ def start_service(
     with log_path.open("wb") as log:
         started = [
             subprocess.Popen(
-                [*command, "serve", "--port", str(port), "--no-migrate"],
+                [*command, "serve", "--port", str(port), "--no-migrate", *workers_flag(workers)],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -544,6 +593,22 @@ def start_service(
                 )
             )
     return started
+
+
+def workers_flag(workers: int | None) -> list[str]:
+    """``serve``'s arguments for ``--workers`` (none: its default)."""
+    return [] if workers is None else ["--workers", str(workers)]
+
+
+async def wait_for_workers(pid: int, workers: int | None, timeout: float = 120) -> None:
+    """Until every worker of ``serve`` runs. No longer: each worker's startup sweep would
+    start delivering before the clock does. A worker still starting up when the run begins
+    has its startup's CPU counted in the run's (a few µs per reminder at 100,000)."""
+    deadline = time.monotonic() + timeout
+    while workers and workers > 1 and len(process_tree(pid)) < workers + 1:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"serve did not start {workers} workers")
+        await asyncio.sleep(0.1)
 
 
 @dataclass(frozen=True)
@@ -571,18 +636,19 @@ async def run_in(args: argparse.Namespace, run: Run, tmp: Path) -> dict[str, Any
         base_url = f"http://127.0.0.1:{port}"
         changed = flag_settings(run.mode, run.concurrency, args.overrides, base_url)
         env = service_env(db.url, tmp / "outbox", changed)
-        processes = start_service(env, port, tmp / "service.log", run.mode, run.code)
+        processes = start_service(env, port, tmp / "service.log", run.mode, run.code, args.workers)
         sampler = MemorySampler(processes[0].pid)
         backends = BackendSampler(getattr(db, "db_name", None), await db.own_backends())
         tasks: list[asyncio.Task[None]] = []
         try:
             await wait_healthy(base_url, processes[0])
-            serve_before = cpu_split(processes[0].pid)
+            await wait_for_workers(processes[0].pid, args.workers)
+            serve_before = tree_cpu_split(processes[0].pid)
             before = [cpu_seconds(p.pid) for p in processes[1:]]
             tasks = [asyncio.create_task(sampler.run()), asyncio.create_task(backends.run())]
             await asyncio.sleep(0)  # the first samples: before the first sweep
             result = await measure(db, base_url, args.reminders, run.mode == "sweep-only")
-            serve_after = cpu_split(processes[0].pid)
+            serve_after = tree_cpu_split(processes[0].pid)
             used = [cpu_seconds(p.pid) - b for p, b in zip(processes[1:], before, strict=True)]
             await asyncio.sleep(0.2)  # the backends' last moments
         finally:
@@ -593,14 +659,17 @@ async def run_in(args: argparse.Namespace, run: Run, tmp: Path) -> dict[str, Any
                 process.wait(30)
         per = 1e6 / args.reminders
         database_cpu = backends.used()
+        serve_user, serve_system = cpu_since(serve_before, serve_after)
         result["cpu_us"] = [
-            (serve_after[0] - serve_before[0]) * per,
-            (serve_after[1] - serve_before[1]) * per,
+            serve_user * per,
+            serve_system * per,
             None if database_cpu is None else database_cpu * per,
             *(u * per for u in used),
         ]
         result["rss"] = sampler.summary()
-        result["changed"] = changed
+        result["changed"] = changed | (
+            {"serve --workers": str(args.workers)} if args.workers is not None else {}
+        )
         return result
 
 
@@ -624,6 +693,7 @@ async def main() -> None:
     parser.add_argument("--sweep-only", action="store_true", help="no dispatcher: time sweeps")
     parser.add_argument("--baseline", type=Path, help="another checkout to compare, side by side")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--workers", type=int, help="serve --workers N (default: serve's own)")
     parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.set_defaults(db_prefix="rr_bench_e2e_")  # the fresh databases' names
     args = parser.parse_args()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 from typing import Annotated
 
@@ -14,6 +15,12 @@ from rich.markup import escape
 from app.cli.common import command_name, load_database_settings, log_to_stderr, run_in_container
 from app.cli.common import load_settings as _settings
 from app.cli.embedded import use_bound_address_for_pushes
+from app.cli.serve_workers import (
+    MAX_DEFAULT_WORKERS,
+    SUPERVISOR_PID,
+    default_workers,
+    usable_cores,
+)
 from app.cli.startup import (
     look_at_database,
     migrate_or_exit,
@@ -28,6 +35,7 @@ from app.observability import configure_logging, prepare_metrics_dir
 from app.observability.startup import describe_database, log_startup
 
 console = Console()
+log = logging.getLogger("reminders.serve")
 
 
 def migrate() -> None:
@@ -44,7 +52,15 @@ def migrate() -> None:
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
-    workers: Annotated[int, typer.Option(help="Worker processes (PostgreSQL only).")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Worker processes; default one per core, at most "
+            f"{MAX_DEFAULT_WORKERS}, on PostgreSQL (SQLite: always 1).",
+            show_default=False,
+        ),
+    ] = None,
     migrate_first: Annotated[
         bool | None, typer.Option("--migrate/--no-migrate", help="Migrate before serving.")
     ] = None,
@@ -61,14 +77,19 @@ def serve(
     refuse_unless_container_builds(settings)
     if settings.dev_mode:
         print_dev_banner(console, settings, host, port)
-    if settings.is_sqlite and workers > 1:
+    if workers is None:
+        workers = default_workers(is_sqlite=settings.is_sqlite, cores=usable_cores())
+    elif settings.is_sqlite and workers > 1:
         console.print("[yellow]SQLite: one worker only (writes are serialized)[/yellow]")
         workers = 1
+    if workers > 1:
+        os.environ[SUPERVISOR_PID] = str(os.getpid())  # its workers stop when it dies
     use_bound_address_for_pushes(host, port)
     configure_logging(settings.log_level, log_format=settings.log_format)  # uvicorn's too
+    log.info("serving with %d worker process%s", workers, "es" if workers > 1 else "")
     prepare_metrics_dir(workers)
     uvicorn.run(
-        "app.main:create_app",
+        "app.cli.serve_workers:create_worker_app",
         factory=True,
         host=host,
         port=port,

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.cli.serve_workers import default_workers, usable_cores
 from app.db.migrations import head_revisions
 from tests.conftest import PG_ADMIN_URL, _create_pg_database, _drop_pg_database
 
@@ -251,7 +252,8 @@ def test_dev_mode_prints_its_urls_and_the_tokens_it_filled_in(tmp_path):
     assert f"http://127.0.0.1:{port}/docs" in text and f"http://127.0.0.1:{port}/admin" in text
     assert "dev-api-token" in text and "dev-cron-token" in text and "dev-push-secret" in text
     assert "my-own-admin-token" not in text and "dev-admin-token" not in text
-    assert "Started server process" in first_log and not first_log.startswith("{")
+    # SQLite: one worker, said in the first log line, for people (not JSON)
+    assert "serving with 1 worker process" in first_log and not first_log.startswith("{")
 
 
 def _serve(tmp_path: Path, env: dict[str, str], port: int) -> subprocess.Popen[str]:
@@ -498,10 +500,13 @@ def test_every_process_logs_one_startup_line_naming_what_it_runs_on(
     finally:
         server.terminate()
         stdout, stderr = server.communicate(timeout=30)
-    [line] = _startup_lines(stdout)
-    event = json.loads(line)["event"]
-    assert event == (
-        f"reminders serve starting: database {database}, schema {head} (head); {queues}; "
-        "providers email=outbox webhook=outbox"
-    )
+    # serve runs a worker per core on PostgreSQL: each worker is a process and logs its line
+    # (a worker still starting when the stop came may not have logged it yet)
+    lines = _startup_lines(stdout)
+    assert 1 <= len(lines) <= default_workers(is_sqlite=False, cores=usable_cores()), lines
+    for line in lines:
+        assert json.loads(line)["event"] == (
+            f"reminders serve starting: database {database}, schema {head} (head); {queues}; "
+            "providers email=outbox webhook=outbox"
+        )
     assert "pw-7c1e5b" not in stdout + stderr

@@ -7,6 +7,7 @@ test database's URL included), on loopback ports. Waiting is polling with a dead
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -69,6 +70,9 @@ def service_env(database_url: str, outbox: Path, **overrides: str) -> dict[str, 
     return env
 
 
+_WHOLE_GROUP = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT})
+
+
 @dataclass
 class Process:
     """One child process; stdout and stderr go to a log file read on failure."""
@@ -82,14 +86,20 @@ class Process:
         """Start it (again)."""
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(
-                self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=self.log.parent
-            )
+                self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.log.parent, start_new_session=True,  # its workers: one group
+            )  # fmt: skip
         return self
 
     def signal(self, signum: int) -> None:
-        """Send a signal (SIGTERM: graceful stop; SIGKILL: crash)."""
+        """Send a signal. SIGTERM goes to the process, as ``kill PID`` would (``serve``'s
+        supervisor stops its workers); SIGKILL (a crash), SIGSTOP and SIGCONT (a frozen
+        host) reach every process of it, workers too."""
         assert self.popen is not None
-        self.popen.send_signal(signum)
+        if signum in _WHOLE_GROUP and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signum)
+        else:
+            self.popen.send_signal(signum)
 
     async def wait_exit(self, timeout: float) -> int:
         """The exit code, polling up to ``timeout`` seconds."""
@@ -102,10 +112,12 @@ class Process:
         return self.popen.returncode
 
     def stop(self) -> None:
-        """Make sure it is gone (teardown)."""
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
-            self.popen.wait(10)
+        """Make sure it is gone, workers too (teardown)."""
+        if self.popen is None:
+            return
+        with contextlib.suppress(ProcessLookupError):  # the group is gone already
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(10)
 
     def output(self) -> str:
         """The last lines it printed."""

@@ -1,16 +1,26 @@
 """``reminders serve --workers 2`` starts both workers cleanly on a small machine: no
 "Child process died" while they import the app (uvicorn's health check waits
-REMINDERS_WORKER_HEALTHCHECK_SECONDS, not its own 5 s), and both answer."""
+REMINDERS_WORKER_HEALTHCHECK_SECONDS, not its own 5 s), and both answer. Without
+``--workers`` it runs one per core on PostgreSQL, and its workers end with it."""
 
 from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.processes import REMINDERS, Process, free_port, service_env, wait_until
+from app.cli.serve_workers import SUPERVISOR_PID, default_workers, usable_cores
+from tests.e2e.processes import (
+    REMINDERS,
+    Process,
+    free_port,
+    service_env,
+    wait_healthy,
+    wait_until,
+)
 from tests.support.cli import deployment_env, invoke, set_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -44,16 +54,94 @@ async def test_two_workers_start_without_a_health_check_death(
         await process.wait_exit(timeout=30)
 
 
-async def test_the_health_check_timeout_reaches_uvicorn(clean_database_url, monkeypatch):
+async def test_the_health_check_timeout_reaches_uvicorn(
+    db_backend, clean_database_url, monkeypatch
+):
     """REMINDERS_WORKER_HEALTHCHECK_SECONDS is what uvicorn's supervisor waits for a worker
-    (only uvicorn.run is replaced: the check that the start above did not die is timing)."""
+    (only uvicorn.run is replaced: the check that the start above did not die is timing);
+    without --workers, uvicorn is asked for the default count."""
     import uvicorn
 
     calls: list[dict] = []
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: calls.append(kwargs))
+    for name in ("PROMETHEUS_MULTIPROC_DIR", SUPERVISOR_PID):  # serve sets them for workers
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     env = deployment_env(clean_database_url, REMINDERS_WORKER_HEALTHCHECK_SECONDS="45")
     set_env(monkeypatch, env)
     result = await invoke("serve", "--port", str(free_port()), "--no-migrate")
     assert result.exit_code == 0, result.output
     [kwargs] = calls
     assert kwargs["timeout_worker_healthcheck"] == 45
+    sqlite = db_backend == "sqlite"
+    assert kwargs["workers"] == default_workers(is_sqlite=sqlite, cores=usable_cores())
+
+
+async def test_by_default_serve_runs_a_worker_per_core_and_they_end_with_it(
+    db_backend, clean_database_url, tmp_path
+):
+    """On PostgreSQL, ``serve`` without --workers runs one worker per core (at most 4).
+    Killed with SIGKILL (only the supervisor: ``kill -9 PID``), it takes its workers with
+    it: none is left holding the port, and a new ``serve`` starts on it at once."""
+    if db_backend != "postgresql":
+        pytest.skip("several workers need PostgreSQL (SQLite serves with one)")
+    expected = default_workers(is_sqlite=False, cores=usable_cores())
+    if expected < 2:
+        pytest.skip("one core: the default is one worker")
+    port = free_port()
+    env = service_env(clean_database_url, tmp_path / "outbox", REMINDERS_LOG_LEVEL="INFO")
+    args = [REMINDERS, "serve", "--port", str(port), "--no-migrate"]
+    first = Process(args, env, tmp_path / "first.log").start()
+    second = Process(args, env, tmp_path / "second.log")
+    try:
+
+        async def all_started() -> bool:
+            return first.log.read_text(errors="replace").count("startup complete") >= expected
+
+        await wait_until(all_started, timeout=120, what="every worker", processes=(first,))
+        assert f"serving with {expected} worker processes" in first.log.read_text()
+        assert first.popen is not None
+        workers = _workers(first.popen.pid)
+        assert len(workers) == expected, workers
+        first.popen.send_signal(signal.SIGKILL)  # the supervisor alone
+        assert await first.wait_exit(timeout=10) == -signal.SIGKILL
+
+        async def workers_gone() -> bool:
+            return not _running(workers)
+
+        await wait_until(workers_gone, timeout=30, what="the orphaned workers to exit")
+        second.start()
+        await wait_healthy(f"http://127.0.0.1:{port}", second, timeout=120)
+    finally:
+        first.stop()
+        second.stop()
+
+
+def _running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that still run (not exited, nor a zombie waiting to be reaped)."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
+
+
+def _workers(pid: int) -> list[int]:
+    """The worker processes of the supervisor ``pid`` (not multiprocessing's own helper)."""
+    children = [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").glob("*/children")
+        for child in task.read_text().split()
+    ]
+    return [child for child in children if b"spawn_main" in _command_line(child)]
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
