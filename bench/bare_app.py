@@ -1,8 +1,9 @@
 """The yardstick of bench/push.py: a bare FastAPI app, one POST route taking a JSON body → 204.
 
-``python -m bench.bare_app --port P`` serves it exactly as ``reminders serve`` serves the
-service (see ``app/cli.py``): uvicorn, one worker, uvloop + httptools when installed, proxy
-headers on, access log off, logging at INFO.
+``python -m bench.bare_app --port P [--workers N]`` serves it exactly as ``reminders serve``
+serves the service (see ``app/cli/server.py``): uvicorn with ``--workers`` processes (default
+``serve``'s own on PostgreSQL: one per core, at most 4), uvloop + httptools when installed,
+proxy headers on, access log off, logging at INFO.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Response
+
+from app.cli.serve_workers import default_workers, usable_cores
 
 
 def create_app() -> FastAPI:
@@ -32,6 +35,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument(
+        "--workers", type=int, default=default_workers(is_sqlite=False, cores=usable_cores())
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     uvicorn.run(
@@ -39,7 +45,7 @@ def main() -> None:
         factory=True,
         host=args.host,
         port=args.port,
-        workers=1,
+        workers=args.workers,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         http="httptools" if importlib.util.find_spec("httptools") else "h11",
         proxy_headers=True,

@@ -92,56 +92,21 @@ sys.path.insert(0, str(ROOT))
 
 from app.db.migrations import upgrade_to_head  # noqa: E402
 from app.db.tables import customers, reminders  # noqa: E402
+from bench.process_tree import (  # noqa: E402
+    cpu_since,
+    cpu_split,
+    process_tree,
+    tree_cpu,
+    tree_rss_mb,
+)
 
 CRON_TOKEN = "bench-cron-token-8a2e6c0f4b9d7153d3e5a7"
 SQLITE_CHUNK = 20_000  # rows per executemany while seeding a SQLite file
 
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_split(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TICK, int(fields[12]) / TICK
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (Linux /proc)."""
     return sum(cpu_split(pid))
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (``serve --workers N``: the supervisor and its workers)."""
-    found = [pid]
-    for member in found:
-        for task in Path(f"/proc/{member}/task").glob("*/children"):
-            try:
-                found += [int(child) for child in task.read_text().split()]
-            except OSError:
-                continue  # the thread ended meanwhile
-    return found
-
-
-def tree_cpu_split(pid: int) -> dict[int, tuple[float, float]]:
-    """User and system CPU seconds of each process of ``pid``'s tree so far."""
-    used: dict[int, tuple[float, float]] = {}
-    for member in process_tree(pid):
-        try:
-            used[member] = cpu_split(member)
-        except OSError:
-            continue  # exited meanwhile
-    return used
-
-
-def cpu_since(
-    before: dict[int, tuple[float, float]], after: dict[int, tuple[float, float]]
-) -> tuple[float, float]:
-    """User and system CPU seconds a process tree used between two samples (a process
-    that began in between counts from its start)."""
-    user = sum(u - before.get(pid, (0.0, 0.0))[0] for pid, (u, _) in after.items())
-    system = sum(s - before.get(pid, (0.0, 0.0))[1] for pid, (_, s) in after.items())
-    return user, system
 
 
 def postgres_backends(db_name: str) -> dict[int, float]:
@@ -190,25 +155,6 @@ class BackendSampler:
             for pid, cpu in self.seen.items()
             if pid not in self.own_pids
         )
-
-
-def rss_mb(pid: int) -> float:
-    """A process's resident memory now (VmRSS, Linux /proc), in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def tree_rss_mb(pid: int) -> float:
-    """The resident memory of ``pid`` and its descendants together, in MB."""
-    total = 0.0
-    for member in process_tree(pid):
-        try:
-            total += rss_mb(member)
-        except OSError:
-            continue  # exited meanwhile
-    return total
 
 
 def free_port() -> int:
@@ -643,12 +589,12 @@ async def run_in(args: argparse.Namespace, run: Run, tmp: Path) -> dict[str, Any
         try:
             await wait_healthy(base_url, processes[0])
             await wait_for_workers(processes[0].pid, args.workers)
-            serve_before = tree_cpu_split(processes[0].pid)
+            serve_before = tree_cpu(processes[0].pid)
             before = [cpu_seconds(p.pid) for p in processes[1:]]
             tasks = [asyncio.create_task(sampler.run()), asyncio.create_task(backends.run())]
             await asyncio.sleep(0)  # the first samples: before the first sweep
             result = await measure(db, base_url, args.reminders, run.mode == "sweep-only")
-            serve_after = tree_cpu_split(processes[0].pid)
+            serve_after = tree_cpu(processes[0].pid)
             used = [cpu_seconds(p.pid) - b for p, b in zip(processes[1:], before, strict=True)]
             await asyncio.sleep(0.2)  # the backends' last moments
         finally:

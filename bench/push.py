@@ -7,7 +7,8 @@ Usage (from the repository root; needs ``wrk``: ``apt-get install -y wrk``, and 
 Each repetition, on 127.0.0.1:
 
 1. **bare**: ``bench/bare_app.py`` (one POST route taking a JSON body → 204) served exactly as
-   ``reminders serve`` serves the service (uvicorn, 1 worker, uvloop + httptools, access log
+   ``reminders serve`` serves the service (uvicorn with ``serve``'s default worker count on
+   PostgreSQL, one per core up to 4, uvloop + httptools, access log
    off); ``wrk`` sends N signed push requests at concurrency C.
 2. **the service**: a fresh PostgreSQL database (``--pg-admin-url``, default
    ``postgresql://postgres@127.0.0.1:5432/postgres``), migrated with
@@ -90,11 +91,18 @@ import asyncpg
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: bench/ and tests/ import from the root
+
+from app.cli.serve_workers import default_workers, usable_cores  # noqa: E402
+from bench.process_tree import CpuSample, cpu_since, process_tree, tree_cpu  # noqa: E402
+
 LUA_SCRIPT = ROOT / "bench" / "deliveries.lua"
 PYTHON = sys.executable
 QUEUE = "reminders"
 TICKS = os.sysconf("SC_CLK_TCK")
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+# The bare route is served with as many workers as ``serve`` runs by default here.
+WORKERS = default_workers(is_sqlite=False, cores=usable_cores())
 
 
 @dataclass(frozen=True)
@@ -272,11 +280,13 @@ def backend_pids(database: str) -> list[int]:
 
 
 class CpuMeter:
-    """CPU seconds spent by the server process and the database's backends between marks."""
+    """CPU seconds spent by the server (its workers included) and the database's backends
+    between marks."""
 
     def __init__(self, server_pid: int, database: str | None) -> None:
         self.server_pid, self.database = server_pid, database
-        self._server, self._system, self._db = 0.0, 0.0, {}
+        self._server: CpuSample = {}
+        self._db: dict[int, float] = {}
 
     def _db_snapshot(self) -> dict[int, float]:
         if self.database is None:
@@ -285,15 +295,14 @@ class CpuMeter:
 
     def mark(self) -> None:
         """Start counting from now."""
-        user, self._system = cpu_times(self.server_pid)
-        self._server, self._db = user + self._system, self._db_snapshot()
+        self._server, self._db = tree_cpu(self.server_pid), self._db_snapshot()
 
     def read(self) -> tuple[float, float, float]:
         """(server, database, server's system share) CPU seconds since the mark."""
-        user, system = cpu_times(self.server_pid)
+        user, system = cpu_since(self._server, tree_cpu(self.server_pid))
         now = self._db_snapshot()
         db = sum(value - self._db.get(pid, 0.0) for pid, value in now.items())
-        return user + system - self._server, db, system - self._system
+        return user + system, db, system
 
 
 @contextmanager
@@ -307,6 +316,7 @@ def serving(
         )
         try:
             wait_until_answering(server, f"http://127.0.0.1:{port}{ready_path}", log)
+            wait_for_every_worker(server, log)
             yield server
         finally:
             server.terminate()
@@ -315,6 +325,27 @@ def serving(
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
+
+
+def wait_for_every_worker(server: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+    """Until each uvicorn worker of the server has logged its startup (the port answers once
+    the first one has): a worker still importing would count in the measured CPU."""
+    deadline = time.monotonic() + timeout
+    while log.read_text(errors="replace").count("startup complete") < worker_count(server.pid):
+        if time.monotonic() > deadline or server.poll() is not None:
+            raise RuntimeError(f"not every worker started; see {log}")
+        time.sleep(0.1)
+
+
+def worker_count(pid: int) -> int:
+    """uvicorn workers under ``pid`` (its multiprocessing children), or 1: itself."""
+    workers = 0
+    for child in process_tree(pid)[1:]:
+        try:
+            workers += b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+    return workers or 1
 
 
 def wait_until_answering(server: subprocess.Popen, url: str, log: Path) -> None:
@@ -533,7 +564,7 @@ def python_env(target: Target, extra: dict[str, str] | None = None) -> dict[str,
 def bench_bare(plan: Plan, args: argparse.Namespace, work: Path) -> list[Phase]:
     """The bare route: warm-up, then the N requests."""
     port = free_port()
-    command = [PYTHON, "-m", "bench.bare_app", "--port", str(port)]
+    command = [PYTHON, "-m", "bench.bare_app", "--port", str(port), "--workers", str(WORKERS)]
     base = Target("bare", ROOT)
     with serving(
         command, cwd=ROOT, env=python_env(base), log=work / "bare.log", ready_path="/", port=port
@@ -789,7 +820,6 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("wrk") is None:
         print("wrk is required: apt-get install -y wrk", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(ROOT))  # run as a script: bench/ and tests/ import from the root
     formats = format_names(args.formats)
     # With --formats, the format "hmac" is the current tree's service: no second copy of it.
     service = [] if args.no_service or formats else [Target("service", ROOT)]
@@ -798,7 +828,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"n={args.n} concurrency={args.concurrency} wrk threads={args.threads} "
         f"warmup={args.warmup} outbox fsync={'on' if args.outbox_fsync else 'off'} "
-        f"cpus={os.cpu_count()} targets={', '.join([*formats, *(t.name for t in targets)])}",
+        f"cpus={os.cpu_count()} workers={WORKERS} (serve's default on PostgreSQL; bare too) "
+        f"targets={', '.join([*formats, *(t.name for t in targets)])}",
         flush=True,
     )
     if args.auth_iterations:
