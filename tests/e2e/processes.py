@@ -80,6 +80,8 @@ class Process:
     args: list[str]
     env: dict[str, str]
     log: Path
+    # ``serve``: its own session, so its workers can be signalled with it (``signal``)
+    group: bool = False
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> Process:
@@ -87,7 +89,7 @@ class Process:
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(
                 self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.log.parent, start_new_session=True,  # its workers: one group
+                cwd=self.log.parent, start_new_session=self.group,
             )  # fmt: skip
         return self
 
@@ -96,7 +98,7 @@ class Process:
         supervisor stops its workers); SIGKILL (a crash), SIGSTOP and SIGCONT (a frozen
         host) reach every process of it, workers too."""
         assert self.popen is not None
-        if signum in _WHOLE_GROUP and self.popen.poll() is None:
+        if self.group and signum in _WHOLE_GROUP and self.popen.poll() is None:
             os.killpg(self.popen.pid, signum)
         else:
             self.popen.send_signal(signum)
@@ -115,8 +117,11 @@ class Process:
         """Make sure it is gone, workers too (teardown)."""
         if self.popen is None:
             return
-        with contextlib.suppress(ProcessLookupError):  # the group is gone already
-            os.killpg(self.popen.pid, signal.SIGKILL)
+        if self.group:
+            with contextlib.suppress(ProcessLookupError):  # the group is gone already
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        elif self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
         self.popen.wait(10)
 
     def output(self) -> str:
@@ -126,7 +131,7 @@ class Process:
 
 def serve(env: dict[str, str], port: int, log: Path) -> Process:
     """``reminders serve`` on a loopback port (not started)."""
-    return Process([REMINDERS, "serve", "--port", str(port), "--no-migrate"], env, log)
+    return Process([REMINDERS, "serve", "--port", str(port), "--no-migrate"], env, log, group=True)
 
 
 def dispatch(env: dict[str, str], log: Path) -> Process:

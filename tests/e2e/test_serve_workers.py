@@ -35,7 +35,7 @@ async def test_two_workers_start_without_a_health_check_death(
     port = free_port()
     env = service_env(clean_database_url, tmp_path / "outbox", REMINDERS_LOG_LEVEL="INFO")
     args = [REMINDERS, "serve", "--port", str(port), "--no-migrate", "--workers", "2"]
-    process = Process(args, env, tmp_path / "serve.log").start()
+    process = Process(args, env, tmp_path / "serve.log", group=True).start()
     started = time.monotonic()
     try:
 
@@ -91,8 +91,8 @@ async def test_by_default_serve_runs_a_worker_per_core_and_they_end_with_it(
     port = free_port()
     env = service_env(clean_database_url, tmp_path / "outbox", REMINDERS_LOG_LEVEL="INFO")
     args = [REMINDERS, "serve", "--port", str(port), "--no-migrate"]
-    first = Process(args, env, tmp_path / "first.log").start()
-    second = Process(args, env, tmp_path / "second.log")
+    first = Process(args, env, tmp_path / "first.log", group=True).start()
+    second = Process(args, env, tmp_path / "second.log", group=True)
     try:
 
         async def all_started() -> bool:
