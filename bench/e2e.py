@@ -95,9 +95,9 @@ from app.db.tables import customers, reminders  # noqa: E402
 from bench.process_tree import (  # noqa: E402
     cpu_since,
     cpu_split,
-    process_tree,
     tree_cpu,
     tree_rss_mb,
+    worker_count,
 )
 
 CRON_TOKEN = "bench-cron-token-8a2e6c0f4b9d7153d3e5a7"
@@ -551,7 +551,7 @@ async def wait_for_workers(pid: int, workers: int | None, timeout: float = 120) 
     start delivering before the clock does. A worker still starting up when the run begins
     has its startup's CPU counted in the run's (a few µs per reminder at 100,000)."""
     deadline = time.monotonic() + timeout
-    while workers and workers > 1 and len(process_tree(pid)) < workers + 1:
+    while workers and workers > 1 and worker_count(pid) < workers:
         if time.monotonic() > deadline:
             raise SystemExit(f"serve did not start {workers} workers")
         await asyncio.sleep(0.1)

@@ -26,6 +26,18 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def worker_count(pid: int) -> int:
+    """uvicorn workers under ``pid`` (its multiprocessing-spawned children; not the resource
+    tracker), or 1: the process itself serves."""
+    workers = 0
+    for child in process_tree(pid)[1:]:
+        try:
+            workers += b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue  # exited meanwhile
+    return workers or 1
+
+
 def cpu_split(pid: int) -> tuple[float, float]:
     """User and system CPU seconds a process has used so far, its threads included."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

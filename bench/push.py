@@ -94,12 +94,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: bench/ and tests/ import from the root
 
 from app.cli.serve_workers import default_workers, usable_cores  # noqa: E402
-from bench.process_tree import CpuSample, cpu_since, process_tree, tree_cpu  # noqa: E402
+from bench.process_tree import (  # noqa: E402
+    CpuSample,
+    cpu_since,
+    cpu_split,
+    tree_cpu,
+    worker_count,
+)
 
 LUA_SCRIPT = ROOT / "bench" / "deliveries.lua"
 PYTHON = sys.executable
 QUEUE = "reminders"
-TICKS = os.sysconf("SC_CLK_TCK")
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 # The bare route is served with as many workers as ``serve`` runs by default here.
 WORKERS = default_workers(is_sqlite=False, cores=usable_cores())
@@ -250,18 +255,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def cpu_times(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process so far, its threads included."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0, 0.0
-    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
-
-
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    return sum(cpu_times(pid))
+    """User + system CPU time of a process so far (0 once it has exited)."""
+    try:
+        return sum(cpu_split(pid))
+    except FileNotFoundError:
+        return 0.0
 
 
 def backend_pids(database: str) -> list[int]:
@@ -335,17 +334,6 @@ def wait_for_every_worker(server: subprocess.Popen, log: Path, timeout: float = 
         if time.monotonic() > deadline or server.poll() is not None:
             raise RuntimeError(f"not every worker started; see {log}")
         time.sleep(0.1)
-
-
-def worker_count(pid: int) -> int:
-    """uvicorn workers under ``pid`` (its multiprocessing children), or 1: itself."""
-    workers = 0
-    for child in process_tree(pid)[1:]:
-        try:
-            workers += b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()
-        except OSError:
-            continue
-    return workers or 1
 
 
 def wait_until_answering(server: subprocess.Popen, url: str, log: Path) -> None:
