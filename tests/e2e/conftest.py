@@ -23,13 +23,18 @@ from tests.support.channel_servers import serve
 @dataclass
 class Endpoint:
     """A customer's webhook endpoint: scripted statuses first, then 200, each after ``delay``;
-    a scripted 429 carries ``Retry-After: retry_after`` when that is set."""
+    a scripted 429 carries ``Retry-After: retry_after`` when that is set. Once ``hold_after``
+    requests have been accepted, later ones hang until ``gate`` opens and then answer 503, so
+    a test can stop a sender at a point it controls with requests in flight."""
 
     script: list[int] = field(default_factory=list)
     delay: float = 0.0
     retry_after: str = ""
     requests: list[str] = field(default_factory=list)  # webhook-id of every request
     accepted: Counter[str] = field(default_factory=Counter)  # 2xx answers per webhook-id
+    hold_after: int | None = None
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    held: int = 0  # requests hanging at the gate now
     url: str = ""
 
     def app(self) -> web.Application:
@@ -41,6 +46,11 @@ class Endpoint:
         await request.read()
         webhook_id = request.headers.get("webhook-id", "")
         self.requests.append(webhook_id)
+        if self.hold_after is not None and sum(self.accepted.values()) >= self.hold_after:
+            self.held += 1
+            await self.gate.wait()
+            self.held -= 1
+            return web.Response(status=503, text="held, then refused")
         if self.delay:
             await asyncio.sleep(self.delay)
         status = self.script.pop(0) if self.script else 200

@@ -51,17 +51,21 @@ def broker_publisher(pull_queue: tuple[str, str, dict[str, str]], settings: Any)
     return build_publisher(configured)
 
 
-async def enqueue_due_now(client: Any, clock: Any, count: int) -> None:
+async def enqueue_due_now(client: Any, clock: Any, count: int, webhook_url: str = "") -> None:
     """``count`` reminders of one customer due now on the real clock (a worker process runs
-    on it), swept into the queue."""
+    on it), swept into the queue: by email, or to ``webhook_url`` when one is given."""
     from datetime import UTC, datetime
 
     from tests.support.flow import put_customer, put_reminder, sweep
 
     clock.set(datetime.now(UTC))
-    await put_customer(client, "cust_1")
+    fields = {"webhook_url": webhook_url} if webhook_url else {}
+    channels = ("webhook",) if webhook_url else ("email",)
+    await put_customer(client, "cust_1", **fields)
     for n in range(count):
-        await put_reminder(client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now)
+        await put_reminder(
+            client, f"r{n}:cust_1", customer_id="cust_1", due_at=clock.now, channels=channels
+        )
     assert (await sweep(client))["messages"] == count
 
 

@@ -5,7 +5,6 @@ once after the queue redelivered what it held."""
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +14,7 @@ from tests.support.pull_queues import broker_publisher, enqueue_due_now
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
 COUNT = 100
+ACCEPTED_BEFORE_KILL = 15
 
 
 @pytest.fixture(autouse=True)
@@ -49,24 +49,36 @@ async def publisher(pull_queue, settings):
 
 
 async def test_worker_killed_mid_batch_sends_everything_exactly_once(
-    pull_queue, client, clock, settings, ledger, processes, tmp_path
+    pull_queue, client, clock, settings, ledger, processes, tmp_path, endpoint
 ):
-    """SIGKILL while a batch is in flight; a new worker finishes: every reminder sent once."""
+    """SIGKILL while sends are in flight; a new worker finishes: the customer's endpoint
+    accepts every reminder once.
+
+    The endpoint accepts the first ``ACCEPTED_BEFORE_KILL`` requests and holds every later
+    one, so the kill lands at a point the drill controls: that many sent, others in flight
+    (claimed, their provider calls unanswered). Released after the kill, the held requests
+    are refused (503), as a receiver whose caller vanished may do; the queue redelivers them
+    to the second worker."""
     kind, queue, variables = pull_queue
-    await enqueue_due_now(client, clock, COUNT)
-    outbox = tmp_path / "worker-outbox"
+    endpoint.hold_after = ACCEPTED_BEFORE_KILL
+    await enqueue_due_now(client, clock, COUNT, webhook_url=endpoint.url)
     env = service_env(
-        settings.database_url, outbox, REMINDERS_QUEUE=kind, REMINDERS_QUEUE_NAME=queue,
-        REMINDERS_WEBHOOK_PROVIDER="outbox", REMINDERS_LEASE_SECONDS="5",
+        settings.database_url, tmp_path / "worker-outbox", REMINDERS_QUEUE=kind,
+        REMINDERS_QUEUE_NAME=queue, REMINDERS_LEASE_SECONDS="5",
         REMINDERS_PROVIDER_TIMEOUT_SECONDS="2", **variables,
     )  # fmt: skip
     first = Process([REMINDERS, "worker"], env, tmp_path / "worker-1.log").start()
     processes.append(first)
-    await wait_until(lambda: _at_least(ledger, 15), timeout=60, what="15 sent", processes=(first,))
+
+    async def sent_and_sending() -> bool:
+        return await ledger.sent() >= ACCEPTED_BEFORE_KILL and endpoint.held > 0
+
+    await wait_until(sent_and_sending, timeout=60, what="sends held", processes=(first,))
     first.signal(signal.SIGKILL)
     await first.wait_exit(10)
-    killed_at = await ledger.sent()
-    assert killed_at < COUNT, "the kill came after the last send: no batch was in flight"
+    assert await ledger.sent() == ACCEPTED_BEFORE_KILL
+    endpoint.hold_after = None
+    endpoint.gate.set()
     second = Process([REMINDERS, "worker"], env, tmp_path / "worker-2.log").start()
     processes.append(second)
     await wait_until(
@@ -76,7 +88,8 @@ async def test_worker_killed_mid_batch_sends_everything_exactly_once(
     assert await second.wait_exit(30) == 0, second.output()
     rows = await ledger.rows()
     assert len(rows) == COUNT and all(row["state"] == "sent" for row in rows)
-    assert len(_emails(outbox)) == COUNT
+    assert len(endpoint.accepted) == COUNT
+    assert set(endpoint.accepted.values()) == {1}, "a reminder accepted twice"
     # A worker killed between a finalize's commit and its own settle statement leaves that
     # reminder `enqueued` with every channel sent (its redelivery answers `duplicate`). The
     # sweep's catch-up settles such reminders once they are a margin (30 min) overdue
@@ -108,7 +121,3 @@ async def _audit_repair(env: dict[str, str]) -> None:
 
 async def _at_least(ledger, count: int) -> bool:
     return await ledger.sent() >= count
-
-
-def _emails(outbox: Path) -> list[Path]:
-    return list(outbox.rglob("*.eml"))
