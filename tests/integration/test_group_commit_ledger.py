@@ -338,6 +338,10 @@ async def test_statements_planned_on_a_nearly_empty_ledger_still_find_rows_by_ke
             finalize_statement(("state", "outcome")),
             [claims[0].record.id, 1, NOW, "r0", 1, None, None, None, "sent", "sent"],
         ),
+        "finalize in a group's turn": (
+            finalize_statement(("state", "outcome"), skip_locked=True),
+            [claims[1].record.id, 1, NOW, "r1", 1, None, None, None, "sent", "sent"],
+        ),
         "group claim": (CLAIM_BATCH, _claim_arrays([ClaimRequest(key(0), NOW, NOW + LEASE)])),
     }
     pool = await ledger.pool

@@ -64,6 +64,30 @@ async def test_a_row_locked_elsewhere_does_not_hold_the_rest_of_its_group(ledger
     assert group.statements == 2
 
 
+async def test_a_finalize_alone_waiting_for_a_locked_row_holds_up_no_other_finalize(ledger, engine):
+    """A group of one is the held row's finalize (the only statement the fixture lets run
+    at once). Had it waited for the lock inside its group's turn, every later finalize
+    would queue behind it for as long as the lock lasts, past their leases, and a
+    redelivery would reclaim and send them again (the row-lock drill's emails sent twice).
+    The free row's finalize lands at once; the held one waits for its lock, then lands."""
+    await seed(engine, 2)
+    records = [claim.record for claim in await claim_all(ledger, [key(0), key(1)])]
+    async with engine.connect() as locker:
+        await locker.execute(lock_row(records[0].id))
+        held = asyncio.ensure_future(
+            ledger.finalize_send(records[0], view(0), now=NOW, values=SENT)
+        )
+        await asyncio.sleep(0.2)  # its statement is under way, alone
+        await asyncio.wait_for(
+            ledger.finalize_send(records[1], view(1), now=NOW, values=SENT), timeout=5
+        )
+        assert not held.done()
+        assert (await states(engine)) == {"r0": "enqueued", "r1": "done"}
+        await locker.commit()
+    await asyncio.wait_for(held, timeout=5)
+    assert (await states(engine))["r0"] == "done"
+
+
 async def test_a_renewal_that_waited_for_its_row_counts_its_lease_from_when_it_got_it(
     ledger, engine
 ):

@@ -220,7 +220,7 @@ class PgLedger(CoreLedger):
 
             async def run(items: Sequence[_Finalize]) -> list[Any]:
                 if len(items) == 1:  # as for claims: a group of one, the plain statement
-                    return [await self._finalize_alone(columns, items[0])]
+                    return [await self._finalize_alone(columns, items[0], skip_locked=True)]
                 try:
                     rows = await self._fetch(sql, *_finalize_arrays(items))
                 except asyncpg.PostgresError:  # refused, so nothing written: each item alone
@@ -233,12 +233,18 @@ class PgLedger(CoreLedger):
             )
         return group
 
-    async def _finalize_alone(self, columns: tuple[str, ...], item: _Finalize) -> tuple[int, bool]:
+    async def _finalize_alone(
+        self, columns: tuple[str, ...], item: _Finalize, *, skip_locked: bool = False
+    ) -> Any:
+        """One row's finalize: (finalized, settled); with ``skip_locked``, _LOCKED_ELSEWHERE
+        for a row another session holds, to be finalized alone outside the group's turn."""
         row = await self._fetchrow(
-            finalize_statement(columns), item.record_id, item.attempt, item.now,
-            item.reminder_id, item.channel_count, *item.ended, *item.values,
+            finalize_statement(columns, skip_locked=skip_locked), item.record_id, item.attempt,
+            item.now, item.reminder_id, item.channel_count, *item.ended, *item.values,
         )  # fmt: skip
-        return (row[0], bool(row[1])) if row else (0, False)
+        if row is None:
+            return (0, False)
+        return (row[0], bool(row[1])) if row[2] else _LOCKED_ELSEWHERE
 
     async def settle_if_final(
         self, reminder: ReminderView, values: Mapping[str, Any], *, now: datetime

@@ -209,7 +209,7 @@ FINALIZE_COLUMNS = frozenset(
 
 
 @functools.cache  # built once per set of columns (each finalize alone asks for it)
-def finalize_statement(columns: tuple[str, ...]) -> str:
+def finalize_statement(columns: tuple[str, ...], *, skip_locked: bool = False) -> str:
     """Fenced finalize of one row plus, when it became final, "mark the reminder done"
     with its delivery summary.
 
@@ -220,7 +220,9 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
     this one committed (``SETTLE``), as ``repo.settle_reminder`` explains.
     The attempt's outcome (``AttemptEnd``, when given) is written in the same statement,
     only if the fence let the finalize through (``attempt_ended``).
-    Returns (rows finalized, reminders settled).
+    Returns (rows finalized, reminders settled, row locked). ``skip_locked``: a row another
+    session holds is left alone at once (locked 0) instead of waited for, so a finalize in
+    a group's turn never holds the turn for as long as someone else's lock lasts.
     Parameters: $1 record id, $2 attempt, $3 now, $4 reminder id, $5 channel count,
     $6-$8 the attempt's outcome, provider called and error class (NULL outcome: none),
     then the values of ``columns`` in order.
@@ -230,10 +232,15 @@ def finalize_statement(columns: tuple[str, ...]) -> str:
         SELECT channel, state, outcome FROM send_records WHERE reminder_id = $4 AND id <> $1
         UNION ALL
         SELECT channel, state, outcome FROM finalized"""
+    locked, only_locked, locked_count = "", "", "1"
+    if skip_locked:
+        locked = "locked AS (SELECT id FROM send_records WHERE id = $1 FOR UPDATE SKIP LOCKED), "
+        only_locked = "AND id IN (SELECT id FROM locked)"
+        locked_count = "(SELECT count(*) FROM locked)"
     return f"""
-WITH finalized AS (
+WITH {locked}finalized AS (
     UPDATE send_records SET lease_until = NULL, updated_at = $3, {sets}
-    WHERE id = $1 AND {still_held("send_records", "$2")}
+    WHERE id = $1 AND {still_held("send_records", "$2")} {only_locked}
     RETURNING id, channel, state, outcome
 ), done AS (
     UPDATE reminders SET state = '{ReminderState.DONE.value}', done_at = $3, updated_at = $3,
@@ -245,7 +252,7 @@ WITH finalized AS (
 ), ended AS (
     {attempt_ended("$1", "$2", "$3", ("$6::text", "$7::bool", "$8::text"))}
 )
-SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done)
+SELECT (SELECT count(*) FROM finalized), (SELECT count(*) FROM done), {locked_count}
 """
 
 
