@@ -119,6 +119,15 @@ class ClaimedSend:
         receiver, key = self.receiver, self.key
         keeper = self.keeper = _lease_keeper(receiver, key, self.record)
         try:
+            return await self._send_and_finalize(reminder, customer, keeper)
+        finally:
+            await keeper.release()
+
+    async def _send_and_finalize(
+        self, reminder: ReminderView, customer: CustomerView, keeper: LeaseKeeper
+    ) -> Answer:
+        receiver, key = self.receiver, self.key
+        try:
             result = await self._render_and_call(reminder, customer, keeper)
         except LeaseEnded:
             return await self._give_back("lease_expired", Outcome.BUSY)
@@ -220,6 +229,7 @@ class ClaimedSend:
 def _lease_keeper(receiver: Receiver, key: LedgerKey, record: SendRecordView) -> LeaseKeeper:
     lease_until = record.lease_until or receiver.clock() + receiver.policy.lease
     return LeaseKeeper(
-        receiver.ledger, receiver.clock, receiver.sleep, receiver.policy.lease, key, record,
+        receiver.ledger, receiver.clock, receiver.renewal_sleep, receiver.policy.lease, key,
+        record,
         lease_until,
     )  # fmt: skip

@@ -106,6 +106,9 @@ class Receiver:
     rand: RandomSource
     # Waits between finalize retries; tests and the simulation pass their own.
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    # The lease keeper's wait between renewals (``services/lease``), a timer beside the
+    # delivery rather than a wait inside it; tests drive it.
+    renewal_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     # The addresses that receive no email, consulted before every email send (None: no
     # list, as in unit tests of the receiver alone).
     suppressions: SuppressionList | None = None

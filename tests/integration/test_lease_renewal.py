@@ -51,9 +51,9 @@ class Ticks:
 
 @pytest.fixture
 async def ticks(container) -> Ticks:
-    """The receiver's sleeps, driven by the test."""
+    """The lease keeper's waits between renewals, driven by the test."""
     driven = Ticks()
-    container.receiver = dataclasses.replace(container.receiver, sleep=driven.sleep)
+    container.receiver = dataclasses.replace(container.receiver, renewal_sleep=driven.sleep)
     return driven
 
 
@@ -79,6 +79,48 @@ async def test_a_send_slower_than_its_lease_keeps_the_row(
     assert (redelivery.status_code, redelivery.json()["outcome"]) == (503, "busy")
     provider.gate.set()
     answer = await worker
+    assert (answer.json()["outcome"], answer.json()["attempt"]) == ("sent", 1)
+    assert len(provider.calls) == 1
+
+
+class FinalizeWaits:
+    """The receiver's ledger, whose sent-finalize waits until the test opens ``gate`` (as
+    one waits for a pool connection, its group's turn or a row lock under load)."""
+
+    def __init__(self, ledger) -> None:
+        self._ledger = ledger
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self._ledger, name)
+
+    async def finalize_send(self, *args, **kwargs) -> None:
+        self.entered.set()
+        await self.gate.wait()
+        await self._ledger.finalize_send(*args, **kwargs)
+
+
+async def test_a_finalize_that_waits_past_the_lease_keeps_the_row(
+    client, container, clock, provider, message, ticks
+):
+    """The provider accepts at once; the finalize then waits 80 s with a 60 s lease. The
+    renewals go on while it waits, so a redelivery at 80 s is answered busy: had they
+    stopped with the call, it would have reclaimed the row and sent the email again."""
+    ledger = FinalizeWaits(container.receiver.ledger)
+    container.receiver = dataclasses.replace(container.receiver, ledger=ledger)
+    worker = asyncio.create_task(push_message(client, message))
+    try:
+        await ledger.entered.wait()
+        for _ in range(2):
+            clock.advance(seconds=40)
+            # The renewal's statement ran (no renewer left: the wait fails the test).
+            await asyncio.wait_for(ticks.tick_and_wait(), timeout=5)
+        redelivery = await push_message(client, message)
+    finally:
+        ledger.gate.set()
+    answer = await worker
+    assert (redelivery.status_code, redelivery.json()["outcome"]) == (503, "busy")
     assert (answer.json()["outcome"], answer.json()["attempt"]) == ("sent", 1)
     assert len(provider.calls) == 1
 
