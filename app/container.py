@@ -27,7 +27,7 @@ from app.domain.ports import EmailEventSource, PushFormat, QueuePublisher
 from app.domain.retry import RandomSource
 from app.domain.throttle import AuthThrottle
 from app.domain.unsubscribe import UnsubscribeLinks
-from app.observability import instrument_chains
+from app.observability.metrics import instrument_chains
 from app.observability.tracing import enable_tracing, instrument_libraries
 from app.services.catchup import CatchUpLimits
 from app.services.ledger_metrics import LedgerMetrics

@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from app.container import Container, open_container
-from app.observability import configure_logging
+from app.observability.logs import configure_logging
 from app.observability.metrics import prime_series
 from app.observability.startup import announce
 from app.observability.tracing import enable_tracing, instrument_app

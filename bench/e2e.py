@@ -96,7 +96,7 @@ from bench.process_tree import (  # noqa: E402
     cpu_since,
     cpu_split,
     tree_cpu,
-    tree_rss_mb,
+    tree_memory_mb,
     worker_count,
 )
 
@@ -409,20 +409,33 @@ async def wait_healthy(base_url: str, process: subprocess.Popen, timeout: float 
 
 @dataclass
 class MemorySampler:
-    """``serve``'s VmRSS every half second while a run lasts."""
+    """The memory of ``serve``'s process tree every half second while a run lasts: the
+    tree's RSS (pages the processes share counted in each) and PSS (counted once in all),
+    and each process's highest RSS."""
 
     pid: int
     samples: list[float] = field(default_factory=list)
+    pss: list[float] = field(default_factory=list)
+    peaks: dict[int, float] = field(default_factory=dict)
 
     async def run(self) -> None:
         """Sample until cancelled."""
         while True:
-            self.samples.append(tree_rss_mb(self.pid))
+            memory = tree_memory_mb(self.pid)
+            self.samples.append(sum(rss for rss, _ in memory.values()))
+            self.pss.append(sum(pss for _, pss in memory.values()))
+            for member, (rss, _) in memory.items():
+                self.peaks[member] = max(rss, self.peaks.get(member, 0.0))
             await asyncio.sleep(0.5)
 
     def summary(self) -> tuple[float, float, float]:
-        """First, highest and last sample (MB)."""
+        """First, highest and last sample of the tree's RSS (MB)."""
         return self.samples[0], max(self.samples), self.samples[-1]
+
+    def detail(self) -> str:
+        """The tree's highest PSS and each process's highest RSS, the server first."""
+        peaks = " + ".join(f"{self.peaks[member]:.0f}" for member in sorted(self.peaks))
+        return f"PSS max {max(self.pss):.0f} MB; RSS max per process {peaks} MB"
 
 
 async def sweep_until_done(db: Database, base_url: str) -> tuple[float, int]:
@@ -613,6 +626,7 @@ async def run_in(args: argparse.Namespace, run: Run, tmp: Path) -> dict[str, Any
             *(u * per for u in used),
         ]
         result["rss"] = sampler.summary()
+        result["memory"] = sampler.detail()
         result["changed"] = changed | (
             {"serve --workers": str(args.workers)} if args.workers is not None else {}
         )
@@ -688,6 +702,7 @@ async def report_run(args: argparse.Namespace, run: Run) -> None:
         + (" ".join(f"{k}={v}" for k, v in sorted(result["changed"].items())) or "none"),
         flush=True,
     )
+    print(f"{'':>10} memory: {result['memory']}", flush=True)
     if result.get("slices"):
         rates = " ".join(f"{rate:.0f}" for rate in result["slices"])
         print(f"{'':>10} reminders/s per {SLICE:,} sent, first to last: {rates}", flush=True)

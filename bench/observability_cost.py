@@ -21,7 +21,9 @@ from typing import Any
 from app.api.request_log import LOGGED, RequestLogMiddleware
 from app.domain.messages import Delivery, parse_delivery_payload
 from app.domain.states import Outcome
-from app.observability import configure_logging, record_delivery, tracing
+from app.observability import tracing
+from app.observability.logs import configure_logging
+from app.observability.metrics import record_delivery
 from app.services.receive import Answer
 
 N = 50_000

@@ -70,13 +70,21 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def tree_rss_mb(pid: int) -> float:
-    """The resident memory of ``pid`` and its descendants together, in MB (pages they
-    share are counted in each)."""
-    total = 0.0
+def pss_mb(pid: int) -> float:
+    """A process's proportional share of resident memory (Pss: each page shared by N
+    processes counts 1/N in each), in MB."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def tree_memory_mb(pid: int) -> dict[int, tuple[float, float]]:
+    """RSS and PSS of each process of ``pid``'s tree now, in MB."""
+    found: dict[int, tuple[float, float]] = {}
     for member in process_tree(pid):
         try:
-            total += rss_mb(member)
+            found[member] = (rss_mb(member), pss_mb(member))
         except OSError:
             continue  # exited meanwhile
-    return total
+    return found

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.domain.errors import PayloadTooLarge, Unauthenticated
-from app.observability import record_sweep
+from app.observability.metrics import record_sweep
 
 from .answers import SweepAnswer
 from .deps import ContainerDep, bearer_token, read_capped, token_matches

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.container import Container
 from app.domain.errors import PayloadTooLarge, TooManyFailedAttempts, Unauthenticated
-from app.observability import record_auth_failure, record_auth_throttled
+from app.observability.metrics import record_auth_failure, record_auth_throttled
 
 log = logging.getLogger("reminders.auth")
 

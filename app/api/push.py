@@ -24,7 +24,7 @@ from app.domain.errors import (
 )
 from app.domain.messages import Delivery, PushRequest
 from app.domain.states import DeadLetterReason
-from app.observability import record_delivery, record_push_refused
+from app.observability.metrics import record_delivery, record_push_refused
 from app.services.receive import Answer, database_unavailable, quarantine, receive_delivery
 
 from .deps import Container, failed_check, get_container, read_capped

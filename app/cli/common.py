@@ -19,7 +19,7 @@ from rich.console import Console
 
 from app.container import Container, open_container
 from app.domain.errors import ConfigError
-from app.observability import configure_logging
+from app.observability.logs import configure_logging
 from app.observability.startup import announce
 from app.settings import (
     ConfigurationProblems,

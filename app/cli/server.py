@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import os
 from typing import Annotated
 
 import typer
@@ -15,12 +13,7 @@ from rich.markup import escape
 from app.cli.common import command_name, load_database_settings, log_to_stderr, run_in_container
 from app.cli.common import load_settings as _settings
 from app.cli.embedded import use_bound_address_for_pushes
-from app.cli.serve_workers import (
-    MAX_DEFAULT_WORKERS,
-    SUPERVISOR_PID,
-    default_workers,
-    usable_cores,
-)
+from app.cli.serve_workers import MAX_DEFAULT_WORKERS, default_workers, usable_cores
 from app.cli.startup import (
     look_at_database,
     migrate_or_exit,
@@ -31,8 +24,10 @@ from app.cli.startup import (
     refuse_unless_database_ready,
 )
 from app.db.migrations import head_revisions, upgrade_to_head
-from app.observability import configure_logging, prepare_metrics_dir
+from app.observability.logs import configure_logging
+from app.observability.metrics import prepare_metrics_dir
 from app.observability.startup import describe_database, log_startup
+from app.supervisor import ServeRun, serve_with
 
 console = Console()
 log = logging.getLogger("reminders.serve")
@@ -66,8 +61,6 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the HTTP API with uvicorn (with the embedded queue: its dispatcher too)."""
-    import uvicorn
-
     settings = _settings()
     refuse_dev_mode_off_loopback(settings, host)
     refuse_if_port_taken(host, port)
@@ -82,25 +75,19 @@ def serve(
     elif settings.is_sqlite and workers > 1:
         console.print("[yellow]SQLite: one worker only (writes are serialized)[/yellow]")
         workers = 1
-    if workers > 1:
-        os.environ[SUPERVISOR_PID] = str(os.getpid())  # its workers stop when it dies
     use_bound_address_for_pushes(host, port)
-    configure_logging(settings.log_level, log_format=settings.log_format)  # uvicorn's too
+    configure_logging(settings.log_level, log_format=settings.log_format)
     log.info("serving with %d worker process%s", workers, "es" if workers > 1 else "")
     prepare_metrics_dir(workers)
-    uvicorn.run(
-        "app.cli.serve_workers:create_worker_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        timeout_worker_healthcheck=settings.worker_healthcheck_seconds,
-        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
-        proxy_headers=True,
-        forwarded_allow_ips=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
-        access_log=False,
-        log_config=None,  # keep the JSON logging configured above
+    serve_with(
+        ServeRun(
+            host=host,
+            port=port,
+            workers=workers,
+            healthcheck_seconds=settings.worker_healthcheck_seconds,
+            log_level=settings.log_level,
+            log_format=settings.log_format,
+        )
     )
 
 

@@ -31,7 +31,7 @@ from app.db.queue_repo import ClaimedMessage
 from app.domain.messages import Delivery
 from app.domain.ports import QueuePublisher
 from app.domain.retry import RandomSource
-from app.observability import record_delivery, record_sweep
+from app.observability.metrics import record_delivery, record_sweep
 from app.services.receive import Receiver
 from app.services.receive_batch import receive_batch
 from app.services.sweep import SweepLimits, SweepReport, sweep

@@ -33,7 +33,7 @@ from app.domain.errors import QueueUnavailable, ReminderRelayError
 from app.domain.messages import PulledMessage
 from app.domain.ports import PullConsumer
 from app.domain.retry import BackoffPolicy, RandomSource
-from app.observability import record_delivery
+from app.observability.metrics import record_delivery
 from app.observability.worker_metrics import record_backlog, record_message
 from app.services.receive import Answer, Receiver, receive_delivery
 

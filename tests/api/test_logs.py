@@ -10,8 +10,8 @@ import pytest
 
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.messages import SendResult
-from app.observability import configure_logging
 from app.observability import logs as log_output
+from app.observability.logs import configure_logging
 from tests.conftest import ADMIN_TOKEN, API_TOKEN, CRON_TOKEN
 from tests.support.flow import push, push_message, put_customer, put_reminder, sweep
 from tests.support.push import NEXT_PUSH_SECRET, PUSH_SECRET

@@ -12,7 +12,7 @@ from app.db.ledger.repo import claim_send
 from app.db.tables import dead_letters, reminders, send_records
 from app.domain.errors import PermanentProviderError, TransientProviderError
 from app.domain.ledger import LedgerKey
-from app.observability import InstrumentedProvider
+from app.observability.metrics import InstrumentedProvider
 from tests.support.dead_letters import ADMIN, admin_post, exhaust, publish_reminder
 from tests.support.flow import push, push_message, put_customer, put_reminder, scrape
 from tests.support.push import envelope

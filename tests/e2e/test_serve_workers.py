@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cli.serve_workers import SUPERVISOR_PID, default_workers, usable_cores
+from app.cli.serve_workers import default_workers, usable_cores
+from app.supervisor import SUPERVISOR_PID
 from tests.e2e.processes import (
     REMINDERS,
     Process,
@@ -59,11 +60,16 @@ async def test_the_health_check_timeout_reaches_uvicorn(
 ):
     """REMINDERS_WORKER_HEALTHCHECK_SECONDS is what uvicorn's supervisor waits for a worker
     (only uvicorn.run is replaced: the check that the start above did not die is timing);
-    without --workers, uvicorn is asked for the default count."""
+    without --workers, uvicorn is asked for the default count. Several workers reach it
+    through the lean supervisor ``serve`` execs into (its command line, run here)."""
     import uvicorn
+
+    from app import supervisor
 
     calls: list[dict] = []
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: calls.append(kwargs))
+    execs: list[list[str]] = []
+    monkeypatch.setattr(supervisor.os, "execv", lambda path, argv: execs.append(argv))
     for name in ("PROMETHEUS_MULTIPROC_DIR", SUPERVISOR_PID):  # serve sets them for workers
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
@@ -71,6 +77,9 @@ async def test_the_health_check_timeout_reaches_uvicorn(
     set_env(monkeypatch, env)
     result = await invoke("serve", "--port", str(free_port()), "--no-migrate")
     assert result.exit_code == 0, result.output
+    for argv in execs:
+        assert argv[1:4] == ["-P", "-m", "app.supervisor"], argv
+        supervisor.run_uvicorn(supervisor.ServeRun.from_argv(argv[4:]))
     [kwargs] = calls
     assert kwargs["timeout_worker_healthcheck"] == 45
     sqlite = db_backend == "sqlite"
@@ -103,6 +112,10 @@ async def test_by_default_serve_runs_a_worker_per_core_and_they_end_with_it(
         assert first.popen is not None
         workers = _workers(first.popen.pid)
         assert len(workers) == expected, workers
+        # The supervisor execs into a lean process: the service's libraries (pydantic's
+        # compiled core, which every worker loads for its settings) are not in its memory.
+        assert b"pydantic_core" not in _mapped_files(first.popen.pid)
+        assert all(b"pydantic_core" in _mapped_files(worker) for worker in workers)
         first.popen.send_signal(signal.SIGKILL)  # the supervisor alone
         assert await first.wait_exit(timeout=10) == -signal.SIGKILL
 
@@ -138,6 +151,10 @@ def _workers(pid: int) -> list[int]:
         for child in task.read_text().split()
     ]
     return [child for child in children if b"spawn_main" in _command_line(child)]
+
+
+def _mapped_files(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/maps").read_bytes()
 
 
 def _command_line(pid: int) -> bytes:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from app.container import build_container
 from app.main import create_app
-from app.observability import instrument_providers
+from app.observability.metrics import instrument_providers
 from app.observability.tracing import disable_tracing, enable_tracing
 from tests.conftest import make_settings
 from tests.support.flow import push, push_message, put_customer, put_reminder, sweep

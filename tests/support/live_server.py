@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
-from app.observability import StdoutHandler
+from app.observability.logs import StdoutHandler
 
 
 @contextmanager

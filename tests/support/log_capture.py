@@ -8,8 +8,8 @@ import logging
 import orjson
 import pytest
 
-from app.observability import StdoutHandler, configure_logging
 from app.observability import logs as log_output
+from app.observability.logs import StdoutHandler, configure_logging
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import asyncio
 from datetime import UTC, datetime
 
-from app.observability import SWEEP_ENQUEUED
+from app.observability.metrics import SWEEP_ENQUEUED
 from app.services.background import sweep_periodically
 from app.services.sweep import SweepReport
 

@@ -15,13 +15,17 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from app.domain.clock import utc_now
 from app.domain.errors import ProviderError, RateLimitedError, TransientProviderError
 from app.domain.retry import parse_retry_after
+
+if TYPE_CHECKING:
+    import aiohttp
+
+# aiohttp is imported where a request is made (~7 MB per process): a worker whose channels
+# and queue make no HTTP call (the outbox, the embedded queue in process) never loads it.
 
 # Responses we read at most this much of: a misbehaving endpoint cannot make us buffer more.
 MAX_RESPONSE_BYTES = 16 * 1024
@@ -38,6 +42,8 @@ class SharedHttp:
 
     def session(self) -> aiohttp.ClientSession:
         """The shared session, created on first use (it must be made inside the event loop)."""
+        import aiohttp
+
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.max_connections, ttl_dns_cache=60)
             self._session = aiohttp.ClientSession(
@@ -53,6 +59,8 @@ class SharedHttp:
 
 def client_timeout(timeout: float) -> aiohttp.ClientTimeout:
     """Whole-request deadline ``timeout``; the connect phase gets a share of it."""
+    import aiohttp
+
     return aiohttp.ClientTimeout(total=timeout, sock_connect=timeout * CONNECT_SHARE)
 
 
@@ -81,6 +89,8 @@ def classify_transport_error(error: BaseException, *, what: str) -> ProviderErro
     are plain transient errors. Timeouts and disconnects after that are ``unknown_outcome``:
     the server may have acted on the request, so the retry relies on the idempotency key.
     """
+    import aiohttp
+
     if isinstance(error, aiohttp.ConnectionTimeoutError):
         return TransientProviderError(f"{what}: connect timed out", detail_class="connect_timeout")
     if isinstance(error, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
@@ -122,6 +132,8 @@ async def post_capped(
     **request_options: Any,
 ) -> HttpAnswer:
     """POST without following redirects; a transport failure becomes a classified error."""
+    import aiohttp
+
     try:
         async with http.session().post(
             url,

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
-import aiohttp
 import orjson
 
 from app.adapters.queues.infrai.push_format import sign
 from app.db.queue_repo import ClaimedMessage
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _MAX_ANSWER_BYTES = 64 * 1024
 _MAX_ERROR = 500
@@ -98,6 +100,8 @@ class AiohttpPusher:
         self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float
     ) -> PushResponse:
         """POST with a total timeout; the answer body is read up to 64 KB for its outcome."""
+        import aiohttp  # here: a dispatcher delivering in process never loads it (~7 MB)
+
         session = self._ensure_session()
         try:
             async with session.post(
@@ -111,6 +115,8 @@ class AiohttpPusher:
             raise PushFailed(f"{type(error).__name__}: {error}"[:_MAX_ERROR]) from error
 
     def _ensure_session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self._max_connections)
             self._session = aiohttp.ClientSession(connector=connector)
