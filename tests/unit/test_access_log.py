@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from app import observability
+from app.observability import logs
 
 NAMES = ("uvicorn", "uvicorn.error", "uvicorn.access", "")
 
@@ -34,7 +34,7 @@ async def app(scope, receive, send):  # pragma: no cover - never served
 def test_access_log_off_stays_off_after_json_logging_is_configured():
     """`reminders serve` passes access_log=False: no access record is produced afterwards."""
     uvicorn.Config(app, access_log=False).configure_logging()
-    observability.configure_logging("INFO")
+    logs.configure_logging("INFO")
     assert not logging.getLogger("uvicorn.access").hasHandlers()
     assert logging.getLogger("uvicorn.error").hasHandlers()  # errors still reach the JSON log
 
@@ -42,7 +42,7 @@ def test_access_log_off_stays_off_after_json_logging_is_configured():
 def test_access_log_on_is_rerouted_to_the_json_handler():
     """With uvicorn's default access log, its records go through the root JSON handler."""
     uvicorn.Config(app).configure_logging()
-    observability.configure_logging("INFO")
+    logs.configure_logging("INFO")
     access = logging.getLogger("uvicorn.access")
     assert access.handlers == []
     assert access.propagate
