@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -99,13 +99,20 @@ def run_uvicorn(run: ServeRun) -> None:
         port=run.port,
         workers=run.workers,
         timeout_worker_healthcheck=run.healthcheck_seconds,
-        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
-        proxy_headers=True,
-        forwarded_allow_ips=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
-        access_log=False,
         log_config=None,  # keep the JSON logging configured above
+        **server_options(),
     )
+
+
+def server_options() -> dict[str, Any]:
+    """How uvicorn serves (bench/bare_app.py serves its bare route the same way)."""
+    return {
+        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
+        "proxy_headers": True,
+        "forwarded_allow_ips": os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        "access_log": False,
+    }
 
 
 def create_worker_app() -> FastAPI:

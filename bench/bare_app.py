@@ -1,15 +1,14 @@
 """The yardstick of bench/push.py: a bare FastAPI app, one POST route taking a JSON body → 204.
 
 ``python -m bench.bare_app --port P [--workers N]`` serves it exactly as ``reminders serve``
-serves the service (see ``app/cli/server.py``): uvicorn with ``--workers`` processes (default
-``serve``'s own on PostgreSQL: one per core, at most 4), uvloop + httptools when installed,
-proxy headers on, access log off, logging at INFO.
+serves the service (``app.supervisor.server_options``): uvicorn with ``--workers``
+processes (default ``serve``'s own on PostgreSQL: one per core, at most 4), uvloop +
+httptools when installed, proxy headers on, access log off, logging at INFO.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 from typing import Any
 
@@ -17,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI, Response
 
 from app.cli.serve_workers import default_workers, usable_cores
+from app.supervisor import server_options
 
 
 def create_app() -> FastAPI:
@@ -46,11 +46,7 @@ def main() -> None:
         host=args.host,
         port=args.port,
         workers=args.workers,
-        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
-        proxy_headers=True,
-        forwarded_allow_ips="127.0.0.1",
-        access_log=False,
+        **server_options(),
     )
 
 
