@@ -24,7 +24,7 @@ import importlib.util
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,28 +47,19 @@ class ServeRun:
     log_format: str
 
     def argv(self) -> list[str]:
-        return [
-            f"--host={self.host}",
-            f"--port={self.port}",
-            f"--workers={self.workers}",
-            f"--healthcheck-seconds={self.healthcheck_seconds}",
-            f"--log-level={self.log_level}",
-            f"--log-format={self.log_format}",
-        ]
+        """The options of ``python -m app.supervisor`` that rebuild this run."""
+        return [f"--{name}={getattr(self, name)}" for name in _FIELD_TYPES]
 
     @classmethod
     def from_argv(cls, argv: list[str]) -> ServeRun:
         parser = argparse.ArgumentParser(prog="python -m app.supervisor")
-        for name, kind in (
-            ("host", str),
-            ("port", int),
-            ("workers", int),
-            ("healthcheck-seconds", int),
-            ("log-level", str),
-            ("log-format", str),
-        ):
+        for name, kind in _FIELD_TYPES.items():
             parser.add_argument(f"--{name}", type=kind, required=True)
         return cls(**vars(parser.parse_args(argv)))
+
+
+# Each field of ``ServeRun`` as a command-line option: its name and how it is parsed.
+_FIELD_TYPES = {field.name: {"str": str, "int": int}[str(field.type)] for field in fields(ServeRun)}
 
 
 def serve_with(run: ServeRun) -> None:
