@@ -65,7 +65,10 @@ _FIELD_TYPES = {field.name: {"str": str, "int": int}[str(field.type)] for field 
 def serve_with(run: ServeRun) -> None:
     """Run uvicorn: in this process for one worker, else as a lean supervisor (exec)."""
     if run.workers > 1:
+        from app.db.migrations import hand_revisions_to_children
+
         os.environ[SUPERVISOR_PID] = str(os.getpid())  # exec keeps the id: workers know it
+        hand_revisions_to_children()  # the workers then compare schemas without Alembic
     if run.workers > 1 and hasattr(os, "execv"):
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,13 +1,24 @@
 """Migrations are the only source of the schema: one head, and no drift from the models."""
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from app.db.engine import create_engine
-from app.db.migrations import alembic_config
+from app.db.migrations import (
+    REVISIONS_FROM_SUPERVISOR,
+    alembic_config,
+    hand_revisions_to_children,
+    head_revisions,
+)
+from tests.e2e.processes import service_env
 
 
 def test_migrations_have_a_single_head():
@@ -130,3 +141,44 @@ async def _deliveries(url: str) -> dict[str, str | None]:
             return {row.id: row.delivery for row in rows}
     finally:
         await engine.dispose()
+
+
+def test_a_serve_worker_compares_schemas_without_loading_alembic(database_url, tmp_path):
+    """``serve`` hands its workers the revisions it read; each worker's app and its
+    readiness check then use them, without Alembic and Mako (~10 MB a worker)."""
+    try:
+        hand_revisions_to_children()
+        env = {**os.environ, **service_env(database_url, tmp_path / "outbox")}
+    finally:
+        os.environ.pop(REVISIONS_FROM_SUPERVISOR, None)
+    worker = textwrap.dedent(
+        """
+        import asyncio, os, sys
+        from app.db.engine import create_engine
+        from app.db.readiness import inspect_database
+        from app.supervisor import create_worker_app
+
+        create_worker_app()
+        engine = create_engine(os.environ["REMINDERS_DATABASE_URL"])
+        state = asyncio.run(inspect_database(engine, timeout=10))
+        print(state.status, ",".join(state.head), "alembic" in sys.modules)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", worker], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ready", ",".join(sorted(head_revisions())), "False"]
+
+
+def test_revisions_handed_to_workers_are_the_ones_alembic_reads():
+    try:
+        hand_revisions_to_children()
+        handed = json.loads(os.environ[REVISIONS_FROM_SUPERVISOR])
+    finally:
+        os.environ.pop(REVISIONS_FROM_SUPERVISOR, None)
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    assert handed == {
+        "heads": sorted(script.get_heads()),
+        "known": sorted(revision.revision for revision in script.walk_revisions()),
+    }

@@ -122,6 +122,9 @@ def test_keys_are_bounded_oldest_first_and_kept_under_half_the_retention():
     for index in range(3):
         kept.add(LedgerKey(f"r{index}", "email", "p"), 1, sent_at=now)
     assert [kept.get(LedgerKey(f"r{i}", "email", "p"), now) for i in range(3)] == [None, 1, 1]
+    assert kept.get(LedgerKey("r2", "email", "other"), now) is None  # another provider's send
+    kept.add(LedgerKey("r3", "sms", "p"), 70_000, sent_at=now)  # an attempt too large to pack
+    assert kept.get(LedgerKey("r3", "sms", "p"), now) is None  # is left to the database
     assert SentKeys.seconds_for_retention(0) == 60.0  # retention off: rows are never purged
     assert SentKeys.seconds_for_retention(90) == 60.0
     assert SentKeys.seconds_for_retention(0.0005) == pytest.approx(21.6)
