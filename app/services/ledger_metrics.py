@@ -25,6 +25,13 @@ from .operations import LedgerFigures, ledger_figures
 
 log = logging.getLogger("reminders.metrics")
 
+# The share of a process's time its readings may take at most. On a large ledger a reading
+# costs seconds of database work (the audit's checks walk every send of its 8-day window:
+# ~8 s at a million sends), and every worker of every replica reads: at 30 s apart, two
+# workers kept half a core of PostgreSQL busy with readings during a million-reminder run.
+# So a slow reading spaces out the next (the snapshot's age shows it).
+READING_SHARE = 0.05
+
 
 @dataclass(frozen=True, slots=True)
 class LedgerSnapshot:
@@ -46,11 +53,13 @@ class LedgerMetrics:
         clock: Callable[[], datetime],
         interval_seconds: float,
         timeout_seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
         self.clock = clock
         self.interval_seconds = interval_seconds
         self.timeout_seconds = timeout_seconds
+        self.monotonic = monotonic
         self.snapshot = LedgerSnapshot()
 
     async def refresh(self) -> LedgerSnapshot:
@@ -63,20 +72,34 @@ class LedgerMetrics:
                 deliverability = await deliverability_figures(conn, now=self.clock())
         except Exception as error:  # scrapes still answer; reminders_ledger_up 0 says why
             log.warning("ledger gauges unavailable: %s", type(error).__name__)
-        self.snapshot = LedgerSnapshot(figures, audit, deliverability, time.monotonic())
+        self.snapshot = LedgerSnapshot(figures, audit, deliverability, self.monotonic())
         return self.snapshot
 
     def age_seconds(self) -> float | None:
         """Seconds since the last reading, None before the first."""
         taken = self.snapshot.taken_at
-        return None if taken is None else time.monotonic() - taken
+        return None if taken is None else self.monotonic() - taken
+
+    def pause_after(self, spent: float) -> float:
+        """How long to wait after a reading that took ``spent`` seconds: the interval, or
+        longer, so that readings take at most ``READING_SHARE`` of the time."""
+        return max(self.interval_seconds, spent / READING_SHARE - spent)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Refresh at once, then every interval, until ``stop`` is set."""
+        """Refresh at once, then every interval (or ``pause_after``), until ``stop`` is set."""
         while not stop.is_set():
+            started = self.monotonic()
             await self.refresh()
+            spent = self.monotonic() - started
+            pause = self.pause_after(spent)
+            if pause > self.interval_seconds:
+                log.info(
+                    "ledger reading took %.1f s: the next in %.0f s, not %g s "
+                    "(readings take at most %.0f%% of the time)",
+                    spent, pause, self.interval_seconds, READING_SHARE * 100,
+                )  # fmt: skip
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval_seconds)
+                await asyncio.wait_for(stop.wait(), pause)
 
     def start(self) -> Callable[[], Awaitable[None]]:
         """Run the refresh task in the background; returns the coroutine function stopping it
