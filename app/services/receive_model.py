@@ -31,6 +31,7 @@ T = TypeVar("T")
 SENT_KEYS = 50_000
 SENT_KEYS_SECONDS = 60.0
 _ATTEMPT_BITS = 16  # a kept entry packs its expiry (ms) above the attempt that sent it
+_ATTEMPT_MASK = (1 << _ATTEMPT_BITS) - 1
 
 
 class SentKeys:
@@ -75,11 +76,11 @@ class SentKeys:
         if _milliseconds(now) >= kept >> _ATTEMPT_BITS:
             del self._kept[digest]
             return None
-        return kept & ((1 << _ATTEMPT_BITS) - 1)
+        return kept & _ATTEMPT_MASK
 
     def add(self, key: LedgerKey, attempt: int, *, sent_at: datetime) -> None:
         """Remember that ``attempt`` sent ``key`` at ``sent_at`` (its finalize committed)."""
-        if self._size <= 0 or not 0 <= attempt < 1 << _ATTEMPT_BITS:
+        if self._size <= 0 or not 0 <= attempt <= _ATTEMPT_MASK:
             return  # nothing kept: the database answers
         digest = _digest(key)
         if len(self._kept) >= self._size and digest not in self._kept:

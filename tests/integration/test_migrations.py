@@ -146,11 +146,7 @@ async def _deliveries(url: str) -> dict[str, str | None]:
 def test_a_serve_worker_compares_schemas_without_loading_alembic(database_url, tmp_path):
     """``serve`` hands its workers the revisions it read; each worker's app and its
     readiness check then use them, without Alembic and Mako (~10 MB a worker)."""
-    try:
-        hand_revisions_to_children()
-        env = {**os.environ, **service_env(database_url, tmp_path / "outbox")}
-    finally:
-        os.environ.pop(REVISIONS_FROM_SUPERVISOR, None)
+    env = {**_handed_environment(), **service_env(database_url, tmp_path / "outbox")}
     worker = textwrap.dedent(
         """
         import asyncio, os, sys
@@ -172,13 +168,19 @@ def test_a_serve_worker_compares_schemas_without_loading_alembic(database_url, t
 
 
 def test_revisions_handed_to_workers_are_the_ones_alembic_reads():
-    try:
-        hand_revisions_to_children()
-        handed = json.loads(os.environ[REVISIONS_FROM_SUPERVISOR])
-    finally:
-        os.environ.pop(REVISIONS_FROM_SUPERVISOR, None)
+    handed = json.loads(_handed_environment()[REVISIONS_FROM_SUPERVISOR])
     script = ScriptDirectory.from_config(alembic_config("sqlite://"))
     assert handed == {
         "heads": sorted(script.get_heads()),
         "known": sorted(revision.revision for revision in script.walk_revisions()),
     }
+
+
+def _handed_environment() -> dict[str, str]:
+    """This process's environment as ``serve`` passes it to its workers (this one's own
+    environment is left as it was)."""
+    try:
+        hand_revisions_to_children()
+        return dict(os.environ)
+    finally:
+        os.environ.pop(REVISIONS_FROM_SUPERVISOR, None)
