@@ -10,6 +10,7 @@ from sqlalchemy import MetaData
 from . import (  # noqa: F401  (imported for their tables)
     admin_session_tables,
     deliverability_tables,
+    ledger_reading_tables,
     queue_tables,
     schedule_tables,
     unsubscribe_tables,

@@ -100,30 +100,3 @@ async def test_a_reading_slower_than_the_readiness_probe_still_counts(container,
     monkeypatch.setattr(ledger_metrics, "run_audit", slow_audit)
     snapshot = await container.ledger_metrics.refresh()
     assert snapshot.figures is not None and snapshot.audit is not None
-
-
-async def test_a_slow_reading_spaces_out_the_next(container):
-    """A reading that takes 10 s (on this task's clock) is followed by a pause of 190 s,
-    not the interval, so readings take at most 5% of the time: here, with a 0.05 s
-    interval, one reading in half a second instead of about ten."""
-    metrics = container.ledger_metrics
-    ticks = iter(range(0, 10**6, 10))
-    metrics.monotonic = lambda: float(next(ticks))  # every look at the clock: 10 s later
-    metrics.interval_seconds = 0.05
-    readings = 0
-    real_refresh = metrics.refresh
-
-    async def counted_refresh():
-        nonlocal readings
-        readings += 1
-        return await real_refresh()
-
-    metrics.refresh = counted_refresh
-    halt = metrics.start()
-    try:
-        await asyncio.sleep(0.5)
-    finally:
-        await halt()
-    assert readings == 1
-    assert metrics.pause_after(10.0) == pytest.approx(190.0)
-    assert metrics.pause_after(0.001) == 0.05  # a quick reading: the interval
