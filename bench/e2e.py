@@ -245,14 +245,14 @@ class PostgresDatabase(Database):
         self.url = self.raw_url.replace("postgresql://", "postgresql+asyncpg://", 1)
         self.conn: asyncpg.Connection | None = None
 
-    async def create(self) -> None:
-        """Create and migrate."""
+    async def create(self, code: Path = ROOT) -> None:
+        """Create, and migrate with the checkout ``code`` (the one that will serve it)."""
         admin = await asyncpg.connect(self.admin_url)
         try:
             await admin.execute(f'CREATE DATABASE "{self.db_name}"')
         finally:
             await admin.close()
-        await asyncio.to_thread(upgrade_to_head, self.url)
+        await migrate(self.url, code)
         self.conn = await asyncpg.connect(self.raw_url)
 
     async def seed(self, count: int) -> None:
@@ -302,9 +302,9 @@ class SqliteDatabase(Database):
         self.path = directory / "e2e.db"
         self.url = f"sqlite+aiosqlite:///{self.path}"
 
-    async def create(self) -> None:
-        """Create and migrate."""
-        await asyncio.to_thread(upgrade_to_head, self.url)
+    async def create(self, code: Path = ROOT) -> None:
+        """Create, and migrate with the checkout ``code`` (the one that will serve it)."""
+        await migrate(self.url, code)
 
     async def seed(self, count: int) -> None:
         """By executemany in chunks, through SQLAlchemy so instants are stored as the
@@ -336,16 +336,33 @@ class SqliteDatabase(Database):
             return [row[0] for row in conn.execute(sql)]
 
 
+async def migrate(url: str, code: Path) -> None:
+    """Migrate to the head of the checkout ``code``: a baseline checkout's service refuses
+    a schema newer than its own, so it gets its own migrations (``reminders migrate``)."""
+    if code == ROOT:
+        await asyncio.to_thread(upgrade_to_head, url)
+        return
+    command = [sys.executable, "-c", "from app.cli import main; main()", "migrate"]
+    env = {**os.environ, "PYTHONPATH": str(code), "REMINDERS_DATABASE_URL": url}
+    done = await asyncio.to_thread(
+        subprocess.run, command, env=env, cwd=code, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"migrating with {code} failed: {done.stdout}{done.stderr}")
+
+
 @asynccontextmanager
-async def database(kind: str, args: argparse.Namespace, tmp: Path) -> AsyncIterator[Database]:
-    """A created, migrated, empty database of ``kind``, removed afterwards."""
+async def database(
+    kind: str, args: argparse.Namespace, tmp: Path, code: Path = ROOT
+) -> AsyncIterator[Database]:
+    """A created, empty database of ``kind`` migrated by ``code``, removed afterwards."""
     db: PostgresDatabase | SqliteDatabase = (
         PostgresDatabase(args.pg_admin_url, args.db_prefix)
         if kind == "postgresql"
         else SqliteDatabase(tmp)
     )
     try:
-        await db.create()
+        await db.create(code)
         yield db
     finally:
         await db.drop()
@@ -589,7 +606,7 @@ async def run_once(args: argparse.Namespace, run: Run) -> dict[str, Any]:
 
 async def run_in(args: argparse.Namespace, run: Run, tmp: Path) -> dict[str, Any]:
     """One full run in the directory ``tmp`` (its outbox stays there: ``tmp/outbox``)."""
-    async with database(run.db, args, tmp) as db:
+    async with database(run.db, args, tmp, run.code) as db:
         await db.seed(args.reminders)
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"

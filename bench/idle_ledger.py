@@ -61,7 +61,7 @@ async def run_once(args: argparse.Namespace, label: str, code: Path) -> str:
     """Seed, serve idle for ``args.seconds``, and the row of the table."""
     with tempfile.TemporaryDirectory(prefix="rr-bench-idle-") as tmp:
         db = PostgresDatabase(args.pg_admin_url, prefix="rr_bench_idle_")
-        await db.create()
+        await db.create(code)
         try:
             await db.seed(args.sends)
             assert db.conn is not None
