@@ -6,9 +6,10 @@ statement; the outbox batches its fsync'd file writes into one thread hand-off.
 A claim or a finalize costs the database a statement, a transaction and a WAL flush, and
 the process a pool checkout and a round trip; under load those costs dominate the push
 path. Here a caller hands its item over and waits for its own result. While fewer than
-``max_in_flight`` statements run, an item goes out at once (no added latency when the
-process is quiet); otherwise it waits for the next statement, which takes every item that
-queued meanwhile (up to ``max_batch``). Each statement commits on its own (autocommit), so
+``max_in_flight`` statements run, an item goes out at once, in the loop's next turn,
+with every item submitted in the same turn (no added latency when the process is quiet);
+otherwise it waits for the next statement, which takes every item that queued meanwhile
+(up to ``max_batch``). Each statement commits on its own (autocommit), so
 a caller's answer always follows the commit of its own row.
 
 Two items with the same key never share a statement: the second waits for the next one,
@@ -50,6 +51,7 @@ class GroupCommit(Generic[In, Out]):
         self._max_in_flight = max_in_flight
         self._waiting: deque[tuple[In, asyncio.Future[Out]]] = deque()
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._opening: asyncio.Task[None] | None = None  # started, its items not yet taken
         self.statements = 0  # how many statements ran (tests and benchmarks read it)
 
     async def submit(self, item: In) -> Out:
@@ -62,11 +64,16 @@ class GroupCommit(Generic[In, Out]):
         return await future
 
     def _start_batches(self) -> None:
-        while self._waiting and len(self._in_flight) < self._max_in_flight:
-            batch = self._take_batch()
-            if not batch:
-                return
-            task = asyncio.get_running_loop().create_task(self._run(batch))
+        # A statement takes its items when its task first runs, not when it is created:
+        # the task runs in the loop's next turn either way, and by then every caller of
+        # this turn has queued (a batch of sends ending together finalizes in one
+        # statement; taken at creation, the first two went out alone). One task at a time
+        # waits to take its items; it starts the next if items are left over.
+        while (
+            self._waiting and self._opening is None and len(self._in_flight) < self._max_in_flight
+        ):
+            task = asyncio.get_running_loop().create_task(self._run())
+            self._opening = task
             self._in_flight.add(task)
             task.add_done_callback(self._finished)
 
@@ -88,7 +95,12 @@ class GroupCommit(Generic[In, Out]):
         self._waiting.extendleft(reversed(deferred))  # first in line for the next statement
         return batch
 
-    async def _run(self, batch: list[tuple[In, asyncio.Future[Out]]]) -> None:
+    async def _run(self) -> None:
+        self._opening = None
+        batch = self._take_batch()
+        self._start_batches()  # items left over (a full batch, a repeated key): the next one
+        if not batch:
+            return
         self.statements += 1
         try:
             results = await self._run_batch([item for item, _ in batch])
@@ -108,6 +120,8 @@ class GroupCommit(Generic[In, Out]):
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._in_flight.discard(task)
+        if self._opening is task:  # cancelled before it took its items
+            self._opening = None
         if not task.cancelled():
             task.exception()  # _run delivers every error to its callers; mark it seen
         self._start_batches()

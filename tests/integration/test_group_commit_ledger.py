@@ -27,6 +27,7 @@ from app.db.tables import customers, reminders, send_attempts, send_records
 from app.domain.errors import LeaseLost
 from app.domain.ledger import AttemptEnd, ClaimRequest, LedgerKey
 from app.domain.messages import ReminderView
+from tests.support.turns import first_alone_then_together, one_turn_each
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)
@@ -99,7 +100,7 @@ async def states(engine: AsyncEngine) -> dict[str, str]:
 async def test_concurrent_claims_share_a_statement_and_each_reads_its_own_reminder(ledger, engine):
     await seed(engine, 20)
     claims = await claim_all(ledger, [key(i) for i in range(20)])
-    assert ledger._claims.statements == 2  # the first alone, the other 19 together
+    assert ledger._claims.statements == 1  # submitted in one turn: one statement for all 20
     for i, claim in enumerate(claims):
         assert claim.claimed and claim.record.attempt_count == 1
         reminder, customer = claim.context
@@ -150,13 +151,12 @@ async def test_grouped_finalizes_settle_each_reminder_and_fence_each_row(ledger,
     claims = await claim_all(ledger, [key(0), key(1), key(2), key(9), key(9, "webhook")])
     records = [claim.record for claim in claims]
     stale = dataclasses.replace(records[2], attempt_count=7)
-    results = await asyncio.gather(
+    results = await first_alone_then_together(
         ledger.finalize_send(records[0], view(0), now=NOW, values=SENT),
         ledger.finalize_send(records[1], view(1), now=NOW, values=SENT),
         ledger.finalize_send(stale, view(2), now=NOW, values=SENT),
         ledger.finalize_send(records[3], view(9, ("email", "webhook")), now=NOW, values=SENT),
         ledger.finalize_send(records[4], view(9, ("email", "webhook")), now=NOW, values=SENT),
-        return_exceptions=True,
     )
     assert [r for r in results if r is not None] == [results[2]]
     assert isinstance(results[2], LeaseLost)
@@ -174,12 +174,11 @@ async def test_a_finalize_writes_its_attempts_outcome_unless_the_fence_refuses_i
     records = [claim.record for claim in claims]
     stale = dataclasses.replace(records[3], attempt_count=7)
     sent = AttemptEnd("sent", provider_called=True)
-    results = await asyncio.gather(
+    results = await first_alone_then_together(
         ledger.finalize_send(records[0], view(0), now=NOW, values=SENT, ended=sent),
         ledger.finalize_send(records[1], view(1), now=NOW, values=SENT, ended=sent),
         ledger.finalize_send(records[2], view(2), now=NOW, values=SENT),
         ledger.finalize_send(stale, view(3), now=NOW, values=SENT, ended=sent),
-        return_exceptions=True,
     )
     assert isinstance(results[3], LeaseLost)
     [group] = ledger._finalizes.values()
@@ -279,7 +278,9 @@ async def test_the_setting_bounds_the_statements_in_flight(settings, engine):
                 running -= 1
 
         ledger._fetch = counted  # type: ignore[method-assign]
-        claims = await claim_all(ledger, [key(i) for i in range(30)])
+        claims = await one_turn_each(  # as deliveries arrive: the first ones go out alone
+            ledger.claim_or_read(key(i), now=NOW, lease_until=NOW + LEASE) for i in range(30)
+        )
         assert all(claim.claimed for claim in claims)
         assert most == 2 and ledger._claims.statements < 30
     finally:

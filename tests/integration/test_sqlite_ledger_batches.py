@@ -6,7 +6,6 @@ goes out alone and every caller that queued while it ran shares the next transac
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 
@@ -29,6 +28,7 @@ from tests.integration.test_group_commit_ledger import (
     states,
     view,
 )
+from tests.support.turns import first_alone_then_together
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +64,7 @@ async def test_concurrent_claims_share_a_transaction_and_each_reads_its_own_remi
 ):
     await seed(engine, 20)
     claims = await claim_all(ledger, [key(i) for i in range(20)])
-    assert ledger._claims.statements == 2  # the first alone, the other 19 together
+    assert ledger._claims.statements == 1  # submitted in one turn: one statement for all 20
     for i, claim in enumerate(claims):
         assert claim.claimed and claim.record.attempt_count == 1
         reminder, customer = claim.context
@@ -112,13 +112,12 @@ async def test_shared_finalizes_settle_each_reminder_and_fence_each_row(ledger, 
     stale = dataclasses.replace(records[2], attempt_count=7)
     sent = AttemptEnd("sent", provider_called=True)
     both = view(9, ("email", "webhook"))
-    results = await asyncio.gather(
+    results = await first_alone_then_together(
         ledger.finalize_send(records[0], view(0), now=NOW, values=SENT, ended=sent),
         ledger.finalize_send(records[1], view(1), now=NOW, values=SENT, ended=sent),
         ledger.finalize_send(stale, view(2), now=NOW, values=SENT, ended=sent),
         ledger.finalize_send(records[3], both, now=NOW, values=SENT, ended=sent),
         ledger.finalize_send(records[4], both, now=NOW, values=SENT, ended=sent),
-        return_exceptions=True,
     )
     assert [r for r in results if r is not None] == [results[2]]
     assert isinstance(results[2], LeaseLost)

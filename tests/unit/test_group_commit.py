@@ -37,9 +37,13 @@ def group(statements: Statements, **options: int) -> GroupCommit[int, int]:
     return GroupCommit(statements.run, key=lambda item: item % 100, **options)
 
 
-async def started(*coroutines) -> list[asyncio.Task]:
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    await turns()  # every task submits its item; the first statements start
+async def started(first, *later) -> list[asyncio.Task]:
+    """``first`` submitted and its statement started, then the ``later`` ones submitted
+    together (in one turn of the loop) while it runs."""
+    tasks = [asyncio.ensure_future(first)]
+    await turns()
+    tasks += [asyncio.ensure_future(c) for c in later]
+    await turns()  # every later task submits its item; a second statement may start
     return tasks
 
 
@@ -53,6 +57,28 @@ async def test_a_quiet_caller_goes_out_at_once_alone():
     statements = Statements()
     assert await group(statements).submit(7) == 70
     assert statements.batches == [[7]]
+
+
+async def test_items_submitted_in_one_turn_share_the_first_statement():
+    """A batch of sends ending together submits its finalizes in one turn of the loop:
+    they go out as one statement (before, the first two went out alone, one each)."""
+    statements = Statements()
+    commit = group(statements, max_in_flight=2)
+    results = await asyncio.gather(*(commit.submit(i) for i in range(1, 6)))
+    assert results == [10, 20, 30, 40, 50]
+    assert statements.batches == [[1, 2, 3, 4, 5]]
+
+
+async def test_a_full_batch_leaves_the_rest_to_a_second_statement_at_once():
+    statements = Statements()
+    statements.gate.clear()
+    commit = group(statements, max_in_flight=2, max_batch=3)
+    tasks = [asyncio.ensure_future(commit.submit(i)) for i in range(1, 8)]
+    await turns()
+    assert statements.batches == [[1, 2, 3], [4, 5, 6]]  # two in flight; 7 waits
+    statements.gate.set()
+    assert await asyncio.gather(*tasks) == [i * 10 for i in range(1, 8)]
+    assert statements.batches == [[1, 2, 3], [4, 5, 6], [7]]
 
 
 async def test_items_that_queue_behind_a_running_statement_share_the_next_one():
@@ -72,7 +98,7 @@ async def test_statements_in_flight_and_batch_size_are_bounded():
     statements.gate.clear()
     commit = group(statements, max_in_flight=2, max_batch=3)
     tasks = await started(*(commit.submit(i) for i in range(1, 10)))
-    assert statements.batches == [[1], [2]]
+    assert statements.batches == [[1], [2, 3, 4]]  # two in flight, three items at most
     statements.gate.set()
     assert await asyncio.gather(*tasks) == [i * 10 for i in range(1, 10)]
     assert all(len(batch) <= 3 for batch in statements.batches)
