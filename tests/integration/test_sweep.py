@@ -141,7 +141,10 @@ async def test_catch_up_after_a_long_pause(engine, clock, recorder):
     report = await run(engine, recorder, clock, batch_size=25)
     assert report.enqueued == 122
     assert report.remaining == 0
-    assert recorder.batches == [25, 25, 25, 25, 22]
+    # Two sweep workers claim batches side by side (SKIP LOCKED): the last 22 rows may be
+    # split between them, so the sizes are bounded, not fixed.
+    assert sum(recorder.batches) == 122 and len(recorder.batches) >= 5
+    assert max(recorder.batches) == 25
     assert recorder.publish_counts() == {(rid, "email"): 1 for rid in [*overdue, *upcoming]}
     delays = {m.payload["reminder_id"]: m.delay_seconds for m in recorder.requested}
     assert all(delays[rid] == 0 for rid in overdue)
