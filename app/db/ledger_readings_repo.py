@@ -1,4 +1,4 @@
-"""The shared ledger reading's row: read it, take the lease on the next reading, publish."""
+"""The shared ledger reading's row: take the lease on the next reading, publish, read it."""
 
 from __future__ import annotations
 
@@ -15,34 +15,29 @@ from .ledger_reading_tables import ledger_readings as lr
 
 
 @dataclass(frozen=True, slots=True)
-class ReadingRow:
-    """The row as it is: the last reading published, when the next is due, the lease."""
+class StoredReading:
+    """The last reading a process published: when it ended, and what it found."""
 
-    taken_at: datetime | None
-    next_at: datetime | None
-    claimed_until: datetime | None
-    snapshot: dict[str, Any] | None
-
-    def open_to(self, now: datetime) -> bool:
-        """Whether a process may take the next reading at ``now``: it is due, and nobody
-        holds the lease (or their lease expired: the reader died or froze)."""
-        due = self.next_at is None or self.next_at <= now
-        return due and (self.claimed_until is None or self.claimed_until <= now)
+    taken_at: datetime
+    snapshot: dict[str, Any]
 
 
-async def reading_row(conn: AsyncConnection) -> ReadingRow | None:
-    """The row, None before any process wrote it."""
-    columns = (lr.c.taken_at, lr.c.next_at, lr.c.claimed_until, lr.c.snapshot)
+async def last_reading(conn: AsyncConnection) -> StoredReading | None:
+    """The last published reading, None before the first."""
+    columns = (lr.c.taken_at, lr.c.snapshot)
     row = (await conn.execute(select(*columns).where(lr.c.id == READING_ROW))).first()
-    return None if row is None else ReadingRow(*row)
+    if row is None or row.taken_at is None or row.snapshot is None:
+        return None
+    return StoredReading(row.taken_at, row.snapshot)
 
 
 async def claim(
     conn: AsyncConnection, *, reader: str, now: datetime, lease_until: datetime
 ) -> bool:
-    """Take the lease on the next reading if it is still open to ``now`` (the same test as
-    ``ReadingRow.open_to``, made again by the UPDATE: of two processes, one wins); True
-    when taken. The first process ever inserts the row."""
+    """Take the lease on the next reading if it is due (``next_at`` passed) and nobody
+    holds it (or their lease expired: the reader died or froze); True when taken. The
+    UPDATE decides: of two processes turning at once, one wins. The first process ever
+    inserts the row."""
     due = or_(lr.c.next_at.is_(None), lr.c.next_at <= now)
     free = or_(lr.c.claimed_until.is_(None), lr.c.claimed_until <= now)
     taken = await conn.execute(

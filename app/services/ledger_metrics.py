@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import ledger_readings_repo
-from app.db.ledger_readings_repo import ReadingRow
+from app.db.ledger_readings_repo import StoredReading
 
 from .audit import run_audit
 from .deliverability import deliverability_figures
@@ -93,18 +93,18 @@ class LedgerMetrics:
         now = self.clock()
         try:
             async with asyncio.timeout(self.timeout_seconds), self.engine.begin() as conn:
-                row = await ledger_readings_repo.reading_row(conn)
-                mine = (row is None or row.open_to(now)) and await ledger_readings_repo.claim(
+                mine = await ledger_readings_repo.claim(
                     conn, reader=self.reader, now=now, lease_until=self._lease_end(now)
                 )
+                stored = None if mine else await ledger_readings_repo.last_reading(conn)
         except Exception as error:
             log.warning("ledger gauges unavailable: %s", type(error).__name__)
             self.snapshot = LedgerSnapshot(taken_at=now)
             return self.interval_seconds
         if mine:
             await self._read_and_publish()
-        elif row is not None:
-            self._adopt(row)
+        elif stored is not None:
+            self._adopt(stored)
         if self.snapshot.taken_at is None:  # another process takes the first reading
             return min(self.interval_seconds, FIRST_READING_POLL_SECONDS)
         return self.interval_seconds
@@ -138,13 +138,11 @@ class LedgerMetrics:
         except Exception as error:  # this process keeps it; the lease lapses for another
             log.warning("ledger reading not shared: %s", type(error).__name__)
 
-    def _adopt(self, row: ReadingRow) -> None:
+    def _adopt(self, stored: StoredReading) -> None:
         # A newer reading than ours, or any reading when ours failed (the database is back).
-        if row.taken_at is None or row.snapshot is None:
-            return
         ours = self.snapshot
-        if ours.figures is None or ours.taken_at is None or row.taken_at > ours.taken_at:
-            self.snapshot = LedgerSnapshot.from_stored(row.snapshot, taken_at=row.taken_at)
+        if ours.figures is None or ours.taken_at is None or stored.taken_at > ours.taken_at:
+            self.snapshot = LedgerSnapshot.from_stored(stored.snapshot, taken_at=stored.taken_at)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Turn at once, then every interval, until ``stop`` is set."""

@@ -95,9 +95,9 @@ async def test_a_frozen_reader_loses_its_lease_and_its_late_reading_is_refused(c
         late = await ledger_readings_repo.publish(
             conn, reader=frozen.reader, taken_at=clock(), next_at=clock(), snapshot={}
         )
-        row = await ledger_readings_repo.reading_row(conn)
+        stored = await ledger_readings_repo.last_reading(conn)
     assert late is False
-    assert row is not None and row.snapshot == second.snapshot.to_stored()
+    assert stored is not None and stored.snapshot == second.snapshot.to_stored()
 
 
 async def test_two_processes_turning_at_once_read_once(container):
@@ -122,7 +122,7 @@ async def test_a_failed_reading_is_shared_and_the_database_back_restores_figures
     async def broken(*_args, **_kwargs):
         raise OSError("connection refused")
 
-    monkeypatch.setattr(ledger_metrics.ledger_readings_repo, "reading_row", broken)
+    monkeypatch.setattr(ledger_metrics.ledger_readings_repo, "claim", broken)
     await second.turn()
     assert second.snapshot.figures is None and second.snapshot.taken_at == clock()
     monkeypatch.undo()
