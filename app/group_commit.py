@@ -69,9 +69,7 @@ class GroupCommit(Generic[In, Out]):
         # this turn has queued (a batch of sends ending together finalizes in one
         # statement; taken at creation, the first two went out alone). One task at a time
         # waits to take its items; it starts the next if items are left over.
-        while (
-            self._waiting and self._opening is None and len(self._in_flight) < self._max_in_flight
-        ):
+        if self._waiting and self._opening is None and len(self._in_flight) < self._max_in_flight:
             task = asyncio.get_running_loop().create_task(self._run())
             self._opening = task
             self._in_flight.add(task)
