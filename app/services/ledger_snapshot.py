@@ -5,7 +5,7 @@ the reader computed, so its scrape answers exactly as the reader's would."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,11 +26,9 @@ class LedgerSnapshot:
     def to_stored(self) -> dict[str, Any]:
         """The snapshot as JSON for the shared row (``taken_at`` has a column of its own)."""
         return {
-            "figures": None if self.figures is None else _figures_json(self.figures),
+            "figures": None if self.figures is None else asdict(self.figures),
             "audit": None if self.audit is None else _audit_json(self.audit),
-            "deliverability": None
-            if self.deliverability is None
-            else _deliverability_json(self.deliverability),
+            "deliverability": None if self.deliverability is None else asdict(self.deliverability),
         }
 
     @classmethod
@@ -50,20 +48,6 @@ class LedgerSnapshot:
             ),
             taken_at=taken_at,
         )
-
-
-def _figures_json(figures: LedgerFigures) -> dict[str, Any]:
-    return {
-        "dead_letters": [list(letters) for letters in figures.dead_letters],
-        "stuck_sends": figures.stuck_sends,
-        "oldest_stuck_seconds": figures.oldest_stuck_seconds,
-        "sweep_lag_seconds": figures.sweep_lag_seconds,
-        "queue_depth": None
-        if figures.queue_depth is None
-        else [list(depth) for depth in figures.queue_depth],
-        "broken_schedules": figures.broken_schedules,
-        "settled_24h": figures.settled_24h,
-    }
 
 
 def _figures(stored: dict[str, Any]) -> LedgerFigures:
@@ -86,11 +70,3 @@ def _audit_json(audit: AuditReport) -> dict[str, Any]:
 def _audit(stored: dict[str, Any]) -> AuditReport:
     violations = {name: list(ids) for name, ids in stored["violations"].items()}
     return AuditReport(datetime.fromisoformat(stored["checked_at"]), violations)
-
-
-def _deliverability_json(figures: DeliverabilityFigures) -> dict[str, Any]:
-    return {
-        "suppressions": figures.suppressions,
-        "emails_sent": figures.emails_sent,
-        "events": figures.events,
-    }
