@@ -24,6 +24,7 @@ Nothing here commits: the caller owns the transaction. Rows go with their send r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +32,7 @@ from sqlalchemy import ColumnElement, and_, bindparam, case, exists, func, liter
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.ledger import AttemptEnd, LedgerKey, SendRecordView
+from app.domain.ledger import AttemptEnd, Claimant, LedgerKey, SendRecordView
 
 from .tables import send_attempts
 
@@ -66,28 +67,65 @@ async def record_attempt(
     """Append the row of the attempt a claim just took (``record.attempt_count``)."""
     await conn.execute(
         _RECORD_ATTEMPT[conn.dialect.name],
-        {
-            "b_record_id": record.id, "b_reminder_id": key.reminder_id, "b_channel": key.channel,
-            "b_provider": key.provider, "b_attempt": record.attempt_count,
-            "b_claimed_by": claimed_by, "b_claimed_at": claimed_at,
-            "b_lease_until": record.lease_until, "b_deduplicates": provider_deduplicates,
-        },
-    )  # fmt: skip
+        _attempt_values(record, key, claimed_by, claimed_at, provider_deduplicates),
+    )
+
+
+async def record_attempts(
+    conn: AsyncConnection, claims: Sequence[tuple[SendRecordView, LedgerKey, Claimant, datetime]]
+) -> None:
+    """``record_attempt`` for each (claimed row, key, claimant, instant), as one executemany."""
+    if claims:
+        await conn.execute(
+            _RECORD_ATTEMPT[conn.dialect.name],
+            [
+                _attempt_values(record, key, claimant.worker, now, claimant.provider_deduplicates)
+                for record, key, claimant, now in claims
+            ],
+        )
+
+
+def _attempt_values(
+    record: SendRecordView,
+    key: LedgerKey,
+    claimed_by: str,
+    claimed_at: datetime,
+    provider_deduplicates: bool,
+) -> dict[str, Any]:
+    return {
+        "b_record_id": record.id, "b_reminder_id": key.reminder_id, "b_channel": key.channel,
+        "b_provider": key.provider, "b_attempt": record.attempt_count,
+        "b_claimed_by": claimed_by, "b_claimed_at": claimed_at,
+        "b_lease_until": record.lease_until, "b_deduplicates": provider_deduplicates,
+    }  # fmt: skip
 
 
 async def record_outcome(
     conn: AsyncConnection, record: SendRecordView, ended: AttemptEnd, *, finished_at: datetime
 ) -> bool:
     """Write how the attempt ended, once; False when it had no row or already an outcome."""
-    outcome, provider_called, error_class = ended.columns()
-    result = await conn.execute(
-        _RECORD_OUTCOME,
-        {
-            "b_record_id": record.id, "b_attempt": record.attempt_count, "b_ended": outcome,
-            "b_called": provider_called, "b_error": error_class, "b_finished": finished_at,
-        },
-    )  # fmt: skip
+    result = await conn.execute(_RECORD_OUTCOME, _outcome_values(record, ended, finished_at))
     return result.rowcount == 1
+
+
+async def record_outcomes(
+    conn: AsyncConnection, ends: Sequence[tuple[SendRecordView, AttemptEnd, datetime]]
+) -> None:
+    """``record_outcome`` for each (row, how its attempt ended, instant), as one executemany."""
+    if ends:
+        await conn.execute(
+            _RECORD_OUTCOME, [_outcome_values(record, ended, now) for record, ended, now in ends]
+        )
+
+
+def _outcome_values(
+    record: SendRecordView, ended: AttemptEnd, finished_at: datetime
+) -> dict[str, Any]:
+    outcome, provider_called, error_class = ended.columns()
+    return {
+        "b_record_id": record.id, "b_attempt": record.attempt_count, "b_ended": outcome,
+        "b_called": provider_called, "b_error": error_class, "b_finished": finished_at,
+    }  # fmt: skip
 
 
 # Both built once, their values bound (a statement built with its values costs SQLAlchemy a

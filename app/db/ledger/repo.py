@@ -287,16 +287,23 @@ async def update_claimed_send(
     values: Mapping[str, Any],
 ) -> bool:
     """Compare-and-set the claimed row; False when the lease was lost to another worker."""
-    params = {f"set_{name}": value for name, value in values.items()}
     result = await conn.execute(
-        _finalize_statement(tuple(sorted(values))),
-        {"record_id": record.id, "attempt": record.attempt_count, "now": now, **params},
+        finalize_statement(tuple(sorted(values))), finalize_parameters(record, now, values)
     )
     return result.rowcount == 1
 
 
+def finalize_parameters(
+    record: SendRecordView, now: datetime, values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The parameters of ``finalize_statement`` for one claimed row and its new values."""
+    params = {f"set_{name}": value for name, value in values.items()}
+    return {"record_id": record.id, "attempt": record.attempt_count, "now": now, **params}
+
+
 @functools.cache
-def _finalize_statement(columns: tuple[str, ...]) -> Update:
+def finalize_statement(columns: tuple[str, ...]) -> Update:
+    """The fenced finalize setting ``columns`` (sorted names; ``finalize_parameters``)."""
     # Built once per set of columns, its values bound: a statement built with the values in
     # it costs SQLAlchemy a cache key of every value on each call (a tenth of a delivery's
     # CPU on SQLite, where this runs for every send).

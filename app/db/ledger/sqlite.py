@@ -38,15 +38,10 @@ from app.domain.ledger import (
 from app.domain.messages import ReminderView
 from app.group_commit import GroupCommit
 
+from .. import attempts_repo
 from ..sqlite_thread import run_in_connection_thread
-from . import repo
-from .core import (
-    CoreLedger,
-    claim_with_attempt,
-    connection_failures_as_unavailable,
-    makes_final,
-)
-from .core import finalize_or_raise as finalize_row
+from . import repo, repo_many
+from .core import CoreLedger, connection_failures_as_unavailable, makes_final
 
 T = TypeVar("T")
 Item = TypeVar("Item")
@@ -122,56 +117,91 @@ class SqliteLedger(CoreLedger):
         await self._finalizes.drain()
 
     async def _claim_batch(self, items: Sequence[ClaimRequest]) -> list[Claim | BaseException]:
-        return await self._in_one_transaction(_claim_or_read, items)
+        return await self._in_one_transaction(_claim_all, items)
 
     async def _finalize_batch(
         self, items: Sequence[_Finalize]
     ) -> list[LeaseLost | BaseException | None]:
-        return await self._in_one_transaction(_finalize, items)
+        return await self._in_one_transaction(_finalize_all, items)
 
     async def _in_one_transaction(
-        self, run: Callable[[AsyncConnection, Item], Awaitable[Result]], items: Sequence[Item]
+        self,
+        run: Callable[[AsyncConnection, Sequence[Item]], Awaitable[list[Result]]],
+        items: Sequence[Item],
     ) -> list[Result | BaseException]:
-        async def every_item(conn: AsyncConnection) -> list[Result | BaseException]:
-            return [await run(conn, item) for item in items]
-
         try:
-            return await self._transaction(every_item)
+            return list(await self._transaction(lambda conn: run(conn, items)))
         except LedgerUnavailable:
             raise  # every caller hears of it: none of them could have done better alone
         except Exception:
             if len(items) == 1:
                 raise
-        # Refused (one item's bad value, a constraint), so the batch wrote nothing: now
-        # each item in a transaction of its own, and only the bad one's caller hears of it.
+        # Refused (one item's bad value, a constraint, a lost lease), so the batch wrote
+        # nothing: now each item in a transaction of its own, and only the refused one's
+        # caller hears of it.
         results: list[Result | BaseException] = []
         for item in items:
             try:
-                results.extend(await self._in_one_transaction(run, [item]))
+                answer = await self._transaction(_alone(run, item))
             except Exception as error:
                 results.append(error)
+            else:
+                results.extend(answer)
         return results
 
 
-async def _claim_or_read(conn: AsyncConnection, item: ClaimRequest) -> Claim:
-    claimed = await claim_with_attempt(
-        conn, item.key, item.now, item.lease_until, None, item.claimant
+def _alone(
+    run: Callable[[AsyncConnection, Sequence[Item]], Awaitable[list[Result]]], item: Item
+) -> Callable[[AsyncConnection], Awaitable[list[Result]]]:
+    return lambda conn: run(conn, [item])
+
+
+class _LeaseLostInBatch(Exception):
+    """A finalize of a batch was refused by its fence: the batch is rolled back and each
+    item runs alone, so only that one's caller hears of it."""
+
+
+async def _claim_all(conn: AsyncConnection, items: Sequence[ClaimRequest]) -> list[Claim]:
+    """Each claim (its own statement: each returns its row), then the claimed ones'
+    attempts in one executemany and their reminders and customers in one read."""
+    records = [
+        await repo.claim_send(conn, item.key, now=item.now, lease_until=item.lease_until)
+        for item in items
+    ]
+    claimed = [(record, item) for record, item in zip(records, items, strict=True) if record]
+    await attempts_repo.record_attempts(
+        conn, [(record, item.key, item.claimant, item.now) for record, item in claimed]
     )
-    if claimed is None:
-        return Claim(False, await repo.get_send_record(conn, item.key))
-    return Claim(True, claimed, await repo.load_send_context(conn, item.key.reminder_id))
+    contexts = await repo_many.load_send_contexts(
+        conn, list({item.key.reminder_id: None for _, item in claimed})
+    )
+    return [
+        Claim(True, record, contexts.get(item.key.reminder_id))
+        if record is not None
+        else Claim(False, await repo.get_send_record(conn, item.key))
+        for record, item in zip(records, items, strict=True)
+    ]
 
 
-async def _finalize(conn: AsyncConnection, item: _Finalize) -> LeaseLost | None:
-    try:
-        await finalize_row(conn, item.record, item.values, item.ended, now=item.now)
-    except LeaseLost as refused:  # the fence wrote nothing: the batch goes on
-        return refused
-    if makes_final(item.values):
-        # Settled in the finalize's own transaction, unlike on PostgreSQL (``repo.
-        # settle_reminder``): SQLite lets one writer at a time in and starts its snapshot
-        # at its first write, so this count sees every other channel's committed row.
-        await repo.settle_reminder(
-            conn, item.reminder.id, channel_count=len(item.reminder.channels), now=item.now
-        )
-    return None
+async def _finalize_all(
+    conn: AsyncConnection, items: Sequence[_Finalize]
+) -> list[LeaseLost | None]:
+    """The fenced finalizes, their attempts' outcomes, then each reminder whose channels
+    are all final, each kind as one executemany. A refused fence rolls the batch back
+    (``_LeaseLostInBatch``) unless it is the only item: the fence wrote nothing."""
+    finalizes = [(item.record, item.now, item.values) for item in items]
+    if await repo_many.update_claimed_sends(conn, finalizes) < len(items):
+        if len(items) == 1:
+            return [LeaseLost()]
+        raise _LeaseLostInBatch()
+    await attempts_repo.record_outcomes(
+        conn, [(item.record, item.ended, item.now) for item in items if item.ended is not None]
+    )
+    # Settled in the finalizes' own transaction, after all of them, unlike on PostgreSQL
+    # (``repo.settle_reminder``): SQLite lets one writer at a time in and starts its
+    # snapshot at its first write, so each count sees every other channel's committed row,
+    # and the rows of this batch, two channels of one reminder among them.
+    await repo_many.settle_reminders(
+        conn, [(item.reminder, item.now) for item in items if makes_final(item.values)]
+    )
+    return [None] * len(items)
