@@ -7,8 +7,10 @@ goes out alone and every caller that queued while it ran shares the next transac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import Engine, event, func, select
@@ -20,6 +22,7 @@ from app.db.tables import send_attempts, send_records
 from app.domain.errors import LeaseLost
 from app.domain.ledger import AttemptEnd, LedgerKey
 from tests.integration.test_group_commit_ledger import (
+    LEASE,
     NOW,
     SENT,
     claim_all,
@@ -130,12 +133,9 @@ async def test_shared_finalizes_settle_each_reminder_and_fence_each_row(ledger, 
     assert outcomes == {"r0": "sent", "r1": "sent", "r2": None, "r9": "sent"}
 
 
-async def test_a_batch_runs_each_statement_once_for_all_its_items_where_it_can(ledger, engine):
-    """SQLAlchemy's work around each statement cost a SQLite delivery more than SQLite's:
-    a batch's attempts, its reminders' reads, and its finalizes' statements run once for
-    the batch (an executemany or one IN read), not once per item. Only the claims stay one
-    statement each: each returns its own row."""
-    await seed(engine, 20)
+@contextlib.contextmanager
+def statements_run() -> Iterator[list[tuple[str, bool]]]:
+    """Each statement run on any engine meanwhile: its first word, and if an executemany."""
     executions: list[tuple[str, bool]] = []
 
     def count_execution(_conn, _cursor, statement, _parameters, _context, executemany):
@@ -143,25 +143,71 @@ async def test_a_batch_runs_each_statement_once_for_all_its_items_where_it_can(l
 
     event.listen(Engine, "before_cursor_execute", count_execution)
     try:
+        yield executions
+    finally:
+        event.remove(Engine, "before_cursor_execute", count_execution)
+
+
+async def test_a_batch_runs_each_statement_once_for_all_its_items(ledger, engine):
+    """SQLAlchemy's work around each statement cost a SQLite delivery more than SQLite's:
+    a batch's claims, their attempts, their reminders' reads, and its finalizes'
+    statements run once for the batch (one statement, an executemany, one IN read), not
+    once per item."""
+    await seed(engine, 20)
+    with statements_run() as claiming:
         claims = await claim_all(ledger, [key(i) for i in range(20)])
-        claiming = list(executions)
-        executions.clear()
-        sent = AttemptEnd("sent", provider_called=True)
+    sent = AttemptEnd("sent", provider_called=True)
+    with statements_run() as finalizing:
         await asyncio.gather(
             *(
                 ledger.finalize_send(claim.record, view(i), now=NOW, values=SENT, ended=sent)
                 for i, claim in enumerate(claims)
             )
         )
-    finally:
-        event.remove(Engine, "before_cursor_execute", count_execution)
     assert ledger._claims.statements == ledger._finalizes.statements == 1
-    assert claiming.count(("INSERT", False)) == 20  # each claim returns its row
-    assert ("INSERT", True) in claiming  # the 20 attempts
-    assert claiming.count(("SELECT", False)) == 1  # the 20 reminders and customers
-    assert len(claiming) == 22
-    assert sorted(executions) == [("UPDATE", True)] * 3  # rows, outcomes, reminders
+    # the claims, their 20 attempts, the 20 reminders and customers
+    assert claiming == [("INSERT", False), ("INSERT", True), ("SELECT", False)]
+    assert finalizing == [("UPDATE", True)] * 3  # rows, outcomes, reminders
     assert await states(engine) == {f"r{i}": "done" for i in range(20)}
     async with engine.connect() as conn:
         outcomes = await conn.execute(select(send_attempts.c.outcome))
         assert [outcome for (outcome,) in outcomes] == ["sent"] * 20
+
+
+async def test_a_batch_claims_each_row_at_its_own_instant(ledger, engine):
+    """One claim statement for claims asked at different instants: each row is claimable
+    or not at its own claim's instant (the lease of r0 is live at its claim, r1's has
+    ended at its own), a new row is inserted, and a reminder that does not exist is
+    refused with no row."""
+    await seed(engine, 3)
+    await claim_all(ledger, [key(0), key(1)])  # both sending until NOW + LEASE
+    asked = [
+        (key(0), NOW + LEASE - timedelta(seconds=1)),
+        (key(1), NOW + LEASE),
+        (key(2), NOW),
+        (key(7), NOW),
+    ]
+    with statements_run() as claiming:
+        claims = await asyncio.gather(
+            *(ledger.claim_or_read(k, now=at, lease_until=at + LEASE) for k, at in asked)
+        )
+    assert claiming[0] == ("INSERT", False) and claiming.count(("INSERT", False)) == 1
+    assert [claim.claimed for claim in claims] == [False, True, True, False]
+    assert claims[0].record.lease_until == NOW + LEASE  # the live lease, untouched
+    assert claims[1].record.attempt_count == 2
+    assert claims[1].record.lease_until == NOW + 2 * LEASE
+    assert claims[1].context[0].id == "r1" and claims[2].context[1].id == "c2"
+    assert claims[3].record is None
+
+
+async def test_a_key_the_batch_cannot_carry_is_claimed_on_its_own(ledger, engine):
+    """The batch passes its claims as one JSON array, and SQLite's JSON functions end a
+    string at a NUL: a key holding one sends the batch to the one-claim statement, which
+    writes it exactly."""
+    await seed(engine, 3)
+    odd = key(1, provider="out\x00box")
+    claims = await claim_all(ledger, [key(0), odd, key(2)])
+    assert [claim.claimed for claim in claims] == [True, True, True]
+    async with engine.connect() as conn:
+        providers = await conn.execute(select(send_records.c.provider).order_by(send_records.c.id))
+        assert sorted(provider for (provider,) in providers) == ["out\x00box", "outbox", "outbox"]

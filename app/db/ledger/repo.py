@@ -54,35 +54,39 @@ FAILOVER_GUARD = rules.others_handed_over(
 )
 
 
+def claim_source(
+    reminder_id: Any, channel: Any, provider: Any, lease_until: Any, key: Any, now: Any
+) -> Select[*tuple[Any, ...]]:
+    """The row a claim inserts, from each field's expression, when its reminder exists."""
+    return select(
+        reminder_id, channel, provider, literal(SendState.SENDING.value), literal(1),
+        literal(0), lease_until, key, now, literal(0), now, now,
+    ).where(reminders.c.id == reminder_id)  # fmt: skip
+
+
+_ONE_CLAIM = claim_source(
+    bindparam("reminder_id"), bindparam("channel"), bindparam("provider"),
+    bindparam("lease_until", type_=UTCDateTime()), bindparam("idempotency_key"), NOW,
+)  # fmt: skip
+
+
 def claim_statement(
     dialect_insert: Any,
     *,
     unless: ColumnElement[bool] | None = None,
     waited: ColumnElement[Any] | None = None,
     guard: ColumnElement[bool] | None = None,
+    source: Select[*tuple[Any, ...]] = _ONE_CLAIM,
+    now: ColumnElement[Any] = NOW,
 ) -> Any:
     """The claim in one round trip: insert the row if the reminder exists and the row does
-    not, else take it over only if it is claimable. No row back means "not claimed".
-    ``unless``: a condition that skips the insert (the PostgreSQL gateway's "already sent").
+    not, else take it over only if it is claimable at ``now``. No row back: not claimed.
+    ``source``: the rows to insert (``claim_source``; by default one claim's parameters).
+    ``unless``: a condition that skips the insert (PostgreSQL's "already sent").
     ``waited``: the time the statement waited for the row (``rules.waited_in_statement``,
-    PostgreSQL), added to the new lease. SQLite has none: its one writer takes
-    the database lock before the statement reads anything, and the receiver checks the
-    lease by the process clock (the only clock on one machine) when the claim returns.
+    PostgreSQL), added to the new lease; SQLite's one writer locks the database before the
+    statement reads anything, and the receiver checks the lease by the process clock.
     ``guard``: one more condition on both the insert and the take-over (``FAILOVER_GUARD``)."""
-    source: Select[*tuple[Any, ...]] = select(
-        bindparam("reminder_id"),
-        bindparam("channel"),
-        bindparam("provider"),
-        literal(SendState.SENDING.value),
-        literal(1),
-        literal(0),
-        bindparam("lease_until", type_=UTCDateTime()),
-        bindparam("idempotency_key"),
-        NOW,
-        literal(0),
-        NOW,
-        NOW,
-    ).where(reminders.c.id == bindparam("reminder_id"))
     if unless is not None:
         source = source.where(~unless)
     if guard is not None:
@@ -100,7 +104,7 @@ def claim_statement(
     lease_until: ColumnElement[Any] = stmt.excluded.lease_until
     if waited is not None:
         lease_until = stmt.excluded.lease_until + waited
-    claimable = rules.claimable(sr, NOW)
+    claimable = rules.claimable(sr, now)
     return stmt.on_conflict_do_update(
         index_elements=[sr.c.reminder_id, sr.c.channel, sr.c.provider],
         set_={
@@ -114,14 +118,13 @@ def claim_statement(
     ).returning(*_VIEW_COLUMNS)
 
 
+_WAITED = rules.waited_in_statement()
 _CLAIM = {
-    "postgresql": claim_statement(postgresql.insert, waited=rules.waited_in_statement()),
+    "postgresql": claim_statement(postgresql.insert, waited=_WAITED),
     "sqlite": claim_statement(sqlite.insert),
 }
 _CLAIM_GUARDED = {
-    "postgresql": claim_statement(
-        postgresql.insert, waited=rules.waited_in_statement(), guard=FAILOVER_GUARD
-    ),
+    "postgresql": claim_statement(postgresql.insert, waited=_WAITED, guard=FAILOVER_GUARD),
     "sqlite": claim_statement(sqlite.insert, guard=FAILOVER_GUARD),
 }
 
@@ -236,11 +239,8 @@ GET_RECORD = select(*_VIEW_COLUMNS).where(
 
 async def get_send_record(conn: AsyncConnection, key: LedgerKey) -> SendRecordView | None:
     """The ledger row for a key, if any."""
-    result = await conn.execute(
-        GET_RECORD,
-        {"reminder_id": key.reminder_id, "channel": key.channel, "provider": key.provider},
-    )
-    row = result.first()
+    values = {"reminder_id": key.reminder_id, "channel": key.channel, "provider": key.provider}
+    row = (await conn.execute(GET_RECORD, values)).first()
     return send_record_view(row._mapping) if row else None
 
 
@@ -328,7 +328,7 @@ def renew_statement(waited: ColumnElement[Any] | None = None) -> Update:
 
 
 _RENEW = {
-    "postgresql": renew_statement(waited=rules.waited_in_statement()),
+    "postgresql": renew_statement(waited=_WAITED),
     "sqlite": renew_statement(),
 }
 

@@ -3,28 +3,92 @@
 SQLite runs each statement in microseconds; what a delivery paid for was SQLAlchemy's work
 around each one (compiled-cache lookup, parameter processing, a result object). Here the
 same statements run once for a whole batch: an executemany (one call, the driver loops in
-C) or one ``IN`` read. Nothing here commits: the caller owns the transaction.
+C), one ``IN`` read, or the claim with its rows given as one JSON array (``json_each``), as
+PostgreSQL's group statements take arrays. Nothing here commits: the caller owns the
+transaction.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import String, bindparam, func, literal_column, select
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.ledger import SendRecordView
+from app.domain.ledger import ClaimRequest, SendRecordView
 from app.domain.messages import CustomerView, ReminderView
 
-from ..tables import customers, reminders
-from .repo import CONTEXT_COLUMNS, SETTLE, finalize_parameters, finalize_statement
-from .rows import send_context
+from ..tables import customers, reminders, send_records
+from ..types import UTCDateTime
+from .repo import (
+    CONTEXT_COLUMNS,
+    SETTLE,
+    claim_source,
+    claim_statement,
+    finalize_parameters,
+    finalize_statement,
+)
+from .rows import send_context, send_record_view
 
 # One finalize: the claimed row, the instant, the columns it sets.
 Finalize = tuple[SendRecordView, datetime, Mapping[str, Any]]
+
+# Each claim as a JSON array of its fields, in ``claim_source``'s order.
+_ITEMS = func.json_each(bindparam("items", type_=String())).table_valued("value").alias("item")
+
+
+def _field(index: int) -> Any:
+    return func.json_extract(_ITEMS.c.value, literal_column(f"'$[{index}]'"))
+
+
+# ``repo.claim_statement`` for every item at once: each row claimable at its own instant
+# (the insert's ``updated_at``), and back with its key to tell which item it answers.
+_CLAIMS = claim_statement(
+    sqlite.insert,
+    source=claim_source(*(_field(index) for index in range(6))).select_from(_ITEMS),
+    now=literal_column("excluded.updated_at"),
+).returning(send_records.c.reminder_id, send_records.c.channel, send_records.c.provider)
+# Instants as SQLite's column type stores them (the claimable rule compares that text).
+_SQLITE = sqlite.dialect()
+_STORE = UTCDateTime().dialect_impl(_SQLITE).bind_processor(_SQLITE)
+
+
+def _stored(instant: datetime) -> Any:
+    return _STORE(instant) if _STORE is not None else instant
+
+
+def _text(value: object) -> str:
+    # Only text is written as text (a bound parameter of another type is refused by the
+    # driver), and SQLite's JSON functions end a string at its first NUL.
+    if type(value) is not str or "\x00" in value:
+        raise ValueError(f"a claim key the JSON batch cannot carry: {value!r:.60}")
+    return value
+
+
+async def claim_sends(
+    conn: AsyncConnection, claims: Sequence[ClaimRequest]
+) -> list[SendRecordView | None]:
+    """``repo.claim_send`` of each request (failover's guard aside) in one statement (SQLite;
+    no two requests of one key): each claimed row, or None where it was not claimable.
+    ValueError, before any statement, for a key the JSON array cannot carry exactly: the
+    caller claims each request on its own (``repo.claim_send``) instead."""
+    items = [
+        [_text(item.key.reminder_id), _text(item.key.channel), _text(item.key.provider),
+         _stored(item.lease_until), _text(item.key.idempotency_key), _stored(item.now)]
+        for item in claims
+    ]  # fmt: skip
+    result = await conn.execute(_CLAIMS, {"items": json.dumps(items)})
+    claimed = {(row.reminder_id, row.channel, row.provider): row for row in result}
+    rows = [
+        claimed.get((item.key.reminder_id, item.key.channel, item.key.provider)) for item in claims
+    ]
+    return [None if row is None else send_record_view(row._mapping) for row in rows]
+
 
 _CONTEXTS = (
     select(reminders.c.id.label("context_of"), *CONTEXT_COLUMNS)
