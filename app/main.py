@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
+from app.collector import tune_for_delivery
 from app.container import Container, open_container
 from app.observability.logs import configure_logging
 from app.observability.metrics import prime_series
@@ -87,6 +88,7 @@ def create_app(
             configure_logging(built.settings.log_level, log_format=built.settings.log_format)
             if container is None:  # this process's own: the line saying what it runs on
                 await announce("reminders serve", built.settings, built.readiness_engine)
+                tune_for_delivery()  # startup is over: what lives now lives as long as it
             if in_background:  # one task per process reads the ledger for /metrics
                 stack.push_async_callback(built.ledger_metrics.start())
             if in_background and runs_in_serve(built.settings):

@@ -18,6 +18,7 @@ from app.adapters.queues.consumers import build_consumer
 from app.adapters.queues.kinds import KINDS_BY_NAME
 from app.api.worker_metrics import serving_worker_metrics
 from app.cli.common import command_container, fail, load_settings
+from app.collector import tune_for_delivery
 from app.domain.errors import ConfigError
 from app.domain.retry import BackoffPolicy
 from app.services.pull_worker import PullWorkerConfig, WorkerStats, run_pull_worker
@@ -93,6 +94,7 @@ async def _run_worker(settings: Settings, kind: str, config: PullWorkerConfig) -
         except ConfigError as error:
             fail(str(error))
         async with serving_worker_metrics(container):
+            tune_for_delivery()
             return await run_pull_worker(
                 container.receiver, consumer, config, stop=stop, rand=container.receiver.rand
             )
