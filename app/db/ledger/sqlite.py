@@ -178,7 +178,9 @@ async def _claim_all(conn: AsyncConnection, items: Sequence[ClaimRequest]) -> li
         ]
     else:
         records = await repo_many.claim_sends(conn, items)
-    claimed = [(record, item) for record, item in zip(records, items, strict=True) if record]
+    claimed = [
+        (record, item) for record, item in zip(records, items, strict=True) if record is not None
+    ]
     await attempts_repo.record_attempts(
         conn, [(record, item.key, item.claimant, item.now) for record, item in claimed]
     )
