@@ -202,8 +202,8 @@ async def test_a_batch_claims_each_row_at_its_own_instant(ledger, engine):
 
 async def test_a_key_the_batch_cannot_carry_is_claimed_on_its_own(ledger, engine):
     """The batch passes its claims as one JSON array, and SQLite's JSON functions end a
-    string at a NUL: a key holding one sends the batch to the one-claim statement, which
-    writes it exactly."""
+    string at a NUL: a key holding one sends the batch's claims to the one-claim
+    statement, which writes it exactly."""
     await seed(engine, 3)
     odd = key(1, provider="out\x00box")
     claims = await claim_all(ledger, [key(0), odd, key(2)])

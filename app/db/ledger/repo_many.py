@@ -20,7 +20,7 @@ from sqlalchemy import String, bindparam, func, literal_column, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.ledger import ClaimRequest, SendRecordView
+from app.domain.ledger import ClaimRequest, LedgerKey, SendRecordView
 from app.domain.messages import CustomerView, ReminderView
 
 from ..tables import customers, reminders, send_records
@@ -28,6 +28,7 @@ from ..types import UTCDateTime
 from .repo import (
     CONTEXT_COLUMNS,
     SETTLE,
+    claim_send,
     claim_source,
     claim_statement,
     finalize_parameters,
@@ -62,12 +63,11 @@ def _stored(instant: datetime) -> Any:
     return _STORE(instant) if _STORE is not None else instant
 
 
-def _text(value: object) -> str:
+def _carried(key: LedgerKey) -> bool:
     # Only text is written as text (a bound parameter of another type is refused by the
     # driver), and SQLite's JSON functions end a string at its first NUL.
-    if type(value) is not str or "\x00" in value:
-        raise ValueError(f"a claim key the JSON batch cannot carry: {value!r:.60}")
-    return value
+    fields = (key.reminder_id, key.channel, key.provider, key.idempotency_key)
+    return all(type(value) is str and "\x00" not in value for value in fields)
 
 
 async def claim_sends(
@@ -75,11 +75,16 @@ async def claim_sends(
 ) -> list[SendRecordView | None]:
     """``repo.claim_send`` of each request (failover's guard aside) in one statement (SQLite;
     no two requests of one key): each claimed row, or None where it was not claimable.
-    ValueError, before any statement, for a key the JSON array cannot carry exactly: the
-    caller claims each request on its own (``repo.claim_send``) instead."""
+    When a key cannot be carried exactly by the JSON array, each request runs the one-claim
+    statement instead, in the same transaction."""
+    if not all(_carried(item.key) for item in claims):
+        return [
+            await claim_send(conn, item.key, now=item.now, lease_until=item.lease_until)
+            for item in claims
+        ]
     items = [
-        [_text(item.key.reminder_id), _text(item.key.channel), _text(item.key.provider),
-         _stored(item.lease_until), _text(item.key.idempotency_key), _stored(item.now)]
+        [item.key.reminder_id, item.key.channel, item.key.provider, _stored(item.lease_until),
+         item.key.idempotency_key, _stored(item.now)]
         for item in claims
     ]  # fmt: skip
     result = await conn.execute(_CLAIMS, {"items": json.dumps(items)})

@@ -169,15 +169,8 @@ class _LeaseLostInBatch(Exception):
 
 async def _claim_all(conn: AsyncConnection, items: Sequence[ClaimRequest]) -> list[Claim]:
     """Every claim in one statement, the claimed ones' attempts in one executemany and
-    their reminders and customers in one read. A claim alone (also each claim of a batch
-    that was refused) runs the single claim statement."""
-    if len(items) == 1:
-        item = items[0]
-        records = [
-            await repo.claim_send(conn, item.key, now=item.now, lease_until=item.lease_until)
-        ]
-    else:
-        records = await repo_many.claim_sends(conn, items)
+    their reminders and customers in one read."""
+    records = await repo_many.claim_sends(conn, items)
     claimed = [
         (record, item) for record, item in zip(records, items, strict=True) if record is not None
     ]
