@@ -207,10 +207,16 @@ def test_entrypoint_serves_health_readiness_and_merged_metrics(database_url, db_
         for _ in range(12):  # a fresh connection each: the workers share them out
             response = httpx.post(f"{base}/push/reminders", content=b"{}", timeout=5)
             assert response.status_code == 401
-        for _ in range(4):  # whichever worker answers, it reports every worker's counts
+        # Whichever worker answers, it reports every worker's counts. The first ledger reading
+        # is one worker's; the other adopts it within a second (``reminders_ledger_up 0``
+        # until then), so the gauge is awaited, boundedly, until four scrapes in a row show it.
+        deadline, in_a_row = time.monotonic() + 30, 0
+        while in_a_row < 4:
             scraped = httpx.get(f"{base}/metrics", headers=METRICS, timeout=5).text
             assert 'reminders_push_refused_total{reason="unauthenticated"} 12.0' in scraped
-            assert "reminders_ledger_up 1.0" in scraped
+            in_a_row = in_a_row + 1 if "reminders_ledger_up 1.0" in scraped else 0
+            assert in_a_row or time.monotonic() < deadline, scraped[-3000:]
+            time.sleep(0 if in_a_row else 0.2)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         _, stderr = server.communicate(timeout=30)
