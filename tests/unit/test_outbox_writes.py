@@ -154,3 +154,25 @@ async def test_a_disk_that_stops_answering_ends_the_send_at_its_timeout(tmp_path
     with pytest.raises(TransientProviderError) as raised:
         await provider.send(an_email(1), idempotency_key="r1:email", timeout=0.05)
     assert raised.value.detail_class == "outbox_io"
+
+
+def test_a_temporary_name_a_dead_process_left_is_skipped_not_reused(tmp_path, monkeypatch):
+    """Temporary names are this process's id and a counter: one a previous process of the
+    same id left behind (a crash between create and rename) is refused by ``O_EXCL``, kept
+    as it is, and the next number is used."""
+    monkeypatch.setattr(outbox_module, "_TEMP_NUMBERS", iter(range(10)))
+    (tmp_path / "email").mkdir()
+    stale = [tmp_path / "email" / f".tmp-{os.getpid()}-{n}" for n in range(2)]
+    for leftover in stale:
+        leftover.write_bytes(b"a previous life's half-written message")
+    assert _write_durably([(tmp_path / "email" / "a.eml", b"whole")]) == [None]
+    assert (tmp_path / "email" / "a.eml").read_bytes() == b"whole"
+    assert all(leftover.read_bytes().startswith(b"a previous life") for leftover in stale)
+
+
+def test_a_short_write_goes_on_until_the_whole_message_is_written(tmp_path, monkeypatch):
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data)[:7]))
+    content = b"Subject: a message longer than one short write\r\n\r\nbody\r\n"
+    assert _write_durably([(tmp_path / "email" / "a.eml", content)]) == [None]
+    assert (tmp_path / "email" / "a.eml").read_bytes() == content
