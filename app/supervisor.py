@@ -66,9 +66,11 @@ def serve_with(run: ServeRun) -> None:
     """Run uvicorn: in this process for one worker, else as a lean supervisor (exec)."""
     if run.workers > 1:
         from app.db.migrations import hand_revisions_to_children
+        from app.services.sent_keys import share_with_workers
 
         os.environ[SUPERVISOR_PID] = str(os.getpid())  # exec keeps the id: workers know it
         hand_revisions_to_children()  # the workers then compare schemas without Alembic
+        share_with_workers()  # a duplicate is answered from memory by whichever worker
     if run.workers > 1 and hasattr(os, "execv"):
         sys.stdout.flush()
         sys.stderr.flush()

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from hashlib import blake2b
 from typing import Any, TypeVar
 
 from app.adapters.rendering import Renderer
@@ -23,78 +22,10 @@ from app.domain.retry import BackoffPolicy, RandomSource
 from app.domain.states import Outcome
 
 from .durable import FinalizeRetry
+from .sent_keys import SENT_KEYS_SECONDS, SentKeys, SharedSentKeys, sent_keys
 
 log = logging.getLogger("reminders.receiver")
 T = TypeVar("T")
-
-# How many sent keys a process keeps (``SentKeys``), ~130 bytes each, and for how long.
-SENT_KEYS = 50_000
-SENT_KEYS_SECONDS = 60.0
-_ATTEMPT_BITS = 16  # a kept entry packs its expiry (ms) above the attempt that sent it
-_ATTEMPT_MASK = (1 << _ATTEMPT_BITS) - 1
-
-
-class SentKeys:
-    """Keys this process sent, with their attempt: for a while, their duplicates (the hot
-    "already sent" answer) are answered without a database round trip.
-
-    Honest across replicas because a ``sent`` row never changes back: a redrive selects
-    only dead and terminal rows (a redrive puts those back to pending under the same key,
-    perhaps from another replica, so they are never kept), and a reschedule or cancel of a
-    reminder whose every channel is final is refused. Only retention deletes a sent row,
-    with its reminder, once both were unchanged for the retention period; then the id may
-    be used again. So a key is kept only from this process's own committed finalize (its
-    send time known) and for less than half the retention period
-    (``seconds_for_retention``): it is gone before its row can be purged. Lost with the
-    process (the database answers again); past ``size`` keys the oldest goes first.
-
-    Compact, since it is full whenever deliveries run fast: a key is kept as a 128-bit
-    digest of its idempotency key (two keys share one with a chance of ~2^-128 each) and
-    its attempt and expiry as one int, ~130 bytes a key rather than ~300 as objects.
-    """
-
-    __slots__ = ("_kept", "_life_ms", "_size")
-
-    def __init__(self, size: int = SENT_KEYS, seconds: float = SENT_KEYS_SECONDS) -> None:
-        self._size = size
-        self._life_ms = round(seconds * 1000)
-        self._kept: dict[int, int] = {}
-
-    @staticmethod
-    def seconds_for_retention(retention_days: float) -> float:
-        """How long a key may be kept under a retention period (0 days: rows are kept)."""
-        if retention_days <= 0:
-            return SENT_KEYS_SECONDS
-        return min(SENT_KEYS_SECONDS, retention_days * 86400 / 2)
-
-    def get(self, key: LedgerKey, now: datetime) -> int | None:
-        """The attempt that sent ``key``, while this process may still vouch for it."""
-        digest = _digest(key)
-        kept = self._kept.get(digest)
-        if kept is None:
-            return None
-        if _milliseconds(now) >= kept >> _ATTEMPT_BITS:
-            del self._kept[digest]
-            return None
-        return kept & _ATTEMPT_MASK
-
-    def add(self, key: LedgerKey, attempt: int, *, sent_at: datetime) -> None:
-        """Remember that ``attempt`` sent ``key`` at ``sent_at`` (its finalize committed)."""
-        if self._size <= 0 or not 0 <= attempt <= _ATTEMPT_MASK:
-            return  # nothing kept: the database answers
-        digest = _digest(key)
-        if len(self._kept) >= self._size and digest not in self._kept:
-            del self._kept[next(iter(self._kept))]  # insertion order: the oldest
-        expires = _milliseconds(sent_at) + self._life_ms
-        self._kept[digest] = expires << _ATTEMPT_BITS | attempt
-
-
-def _digest(key: LedgerKey) -> int:
-    return int.from_bytes(blake2b(key.idempotency_key.encode(), digest_size=16).digest())
-
-
-def _milliseconds(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,16 +69,17 @@ class Receiver:
 
     # The channel names payloads may carry: derived from providers once, not per delivery.
     channels: frozenset[str] = field(init=False)
-    # The keys this receiver sent, whose duplicates it answers from memory; a copy of a
-    # receiver (``dataclasses.replace``) starts with none.
-    sent: SentKeys = field(init=False)
+    # The keys this receiver sent, whose duplicates it answers from memory (under a serve
+    # of several workers, every worker's: ``sent_keys``); a copy of a receiver
+    # (``dataclasses.replace``) starts with none of this process's own.
+    sent: SentKeys | SharedSentKeys = field(init=False)
     # Claims being worked on (send and finalize), each run to its end whatever happens to
     # the request that started it (``run_claim``).
     running: set[asyncio.Task[Any]] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "channels", frozenset(self.providers))
-        object.__setattr__(self, "sent", SentKeys(seconds=self.policy.sent_keys_seconds))
+        object.__setattr__(self, "sent", sent_keys(self.policy.sent_keys_seconds))
         object.__setattr__(self, "running", set())
 
     async def run_claim(self, work: Coroutine[Any, Any, T]) -> T:

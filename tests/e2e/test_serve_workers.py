@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,10 @@ import pytest
 
 from app.cli.serve_workers import default_workers, usable_cores
 from app.supervisor import SUPERVISOR_PID
+from tests.conftest import empty_all_tables
 from tests.e2e.processes import (
+    API,
+    CRON,
     REMINDERS,
     Process,
     free_port,
@@ -23,6 +27,7 @@ from tests.e2e.processes import (
     wait_until,
 )
 from tests.support.cli import deployment_env, invoke, set_env
+from tests.support.push import envelope, signed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -128,6 +133,73 @@ async def test_by_default_serve_runs_a_worker_per_core_and_they_end_with_it(
     finally:
         first.stop()
         second.stop()
+
+
+async def test_a_duplicate_is_answered_from_memory_by_whichever_worker_it_reaches(
+    db_backend, clean_database_url, tmp_path
+):
+    """One worker sends; then the rows are removed behind the service's back, so only an
+    answer from memory can still say ``duplicate`` (the database would quarantine an
+    unknown reminder). Copies pushed on fresh connections reach both workers: each answers
+    ``duplicate``, from the serve's shared memory of sent keys."""
+    if db_backend != "postgresql":
+        pytest.skip("several workers need PostgreSQL (SQLite serves with one)")
+    port = free_port()
+    metrics = tmp_path / "metrics"  # a file per worker: which of them answered
+    metrics.mkdir()
+    env = service_env(
+        clean_database_url,
+        tmp_path / "outbox",
+        REMINDERS_EMBEDDED_DISPATCH_IN_SERVE="false",
+        PROMETHEUS_MULTIPROC_DIR=str(metrics),
+    )
+    args = [REMINDERS, "serve", "--port", str(port), "--no-migrate", "--workers", "2"]
+    process = Process(args, env, tmp_path / "serve.log", group=True).start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await wait_healthy(base, process, timeout=120)
+        async with httpx.AsyncClient(base_url=base, headers=API, timeout=30) as client:
+            due = datetime.now(UTC).isoformat()
+            await client.put("/v1/customers/c1", json={"email": "c1@example.com"})
+            created = await client.put(
+                "/v1/reminders/r1",
+                json={"customer_id": "c1", "kind": "renewal", "due_at": due, "channels": ["email"]},
+            )  # fmt: skip
+            assert created.status_code == 201, created.text
+            assert (await client.post("/cron/sweep", headers=CRON)).json()["enqueued"] == 1
+        body, headers = signed(envelope("r1", message_id="copy-1"))
+
+        async def push() -> httpx.Response:  # a fresh connection each: workers share them out
+            async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+                return await client.post("/push/reminders", content=body, headers=headers)
+
+        first = await push()
+        assert first.json()["outcome"] == "sent", first.text
+        await empty_all_tables(clean_database_url)
+        answers = []
+        for _ in range(20):
+            answer = await push()
+            answers.append((answer.status_code, answer.json()["outcome"]))
+        assert answers == [(200, "duplicate")] * 20, answers
+        assert len(_duplicates_by_worker(metrics)) == 2  # both answered some
+        assert len(list((tmp_path / "outbox" / "email").glob("*.eml"))) == 1
+    finally:
+        process.signal(signal.SIGTERM)
+        await process.wait_exit(timeout=30)
+
+
+def _duplicates_by_worker(metrics: Path) -> dict[str, float]:
+    """The duplicates each worker answered, from its own counter file (those that did)."""
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    answered = {}  # a file lists a series once its worker has counted one
+    for path in metrics.glob("counter_*.db"):
+        for metric in MultiProcessCollector.merge([str(path)], accumulate=False):
+            for sample in metric.samples:
+                outcome = sample.labels.get("outcome")
+                if sample.name == "reminders_deliveries_total" and outcome == "duplicate":
+                    answered[path.name] = sample.value
+    return answered
 
 
 def _running(pids: list[int]) -> list[int]:
