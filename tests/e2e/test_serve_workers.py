@@ -177,11 +177,11 @@ async def test_a_duplicate_is_answered_from_memory_by_whichever_worker_it_reache
         assert first.json()["outcome"] == "sent", first.text
         await empty_all_tables(clean_database_url)
         answers = []
-        for _ in range(20):
+        while len(answers) < 20 or len(_duplicates_by_worker(metrics)) < 2:
+            assert len(answers) < 200, "every copy reached the same worker"
             answer = await push()
             answers.append((answer.status_code, answer.json()["outcome"]))
-        assert answers == [(200, "duplicate")] * 20, answers
-        assert len(_duplicates_by_worker(metrics)) == 2  # both answered some
+        assert answers == [(200, "duplicate")] * len(answers), answers
         assert len(list((tmp_path / "outbox" / "email").glob("*.eml"))) == 1
     finally:
         process.signal(signal.SIGTERM)
