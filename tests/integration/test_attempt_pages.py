@@ -65,8 +65,8 @@ async def test_an_attempts_outcome_stays_on_its_page(engine, db_backend):
         before = await attempt_pages(engine)
         assert len(set(before.values())) >= 4  # the attempts fill several pages
         await asyncio.gather(
-            *(ledger.finalize_send(claim.record, claim.context[0], now=NOW, values=SENT, ended=ENDED)
-              for claim in claims)
+            *(ledger.finalize_send(claim.record, claim.context[0], now=NOW, values=SENT,
+                                   ended=ENDED) for claim in claims)
         )  # fmt: skip
     finally:
         await ledger.close()
