@@ -9,6 +9,7 @@ database (half of the duplicates with two workers; bench/push.py).
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import struct
@@ -64,10 +65,10 @@ class SentKeys:
         kept = self._kept.get(digest)
         if kept is None:
             return None
-        if _milliseconds(now) >= kept >> _ATTEMPT_BITS:
+        attempt = _vouched(kept, now)
+        if attempt is None:
             del self._kept[digest]
-            return None
-        return kept & _ATTEMPT_MASK
+        return attempt
 
     def add(self, key: LedgerKey, attempt: int, *, sent_at: datetime) -> None:
         """Remember that ``attempt`` sent ``key`` at ``sent_at`` (its finalize committed)."""
@@ -76,12 +77,21 @@ class SentKeys:
         digest = int.from_bytes(_digest(key))
         if len(self._kept) >= self._size and digest not in self._kept:
             del self._kept[next(iter(self._kept))]  # insertion order: the oldest
-        expires = _milliseconds(sent_at) + self._life_ms
-        self._kept[digest] = expires << _ATTEMPT_BITS | attempt
+        self._kept[digest] = _packed(attempt, sent_at, self._life_ms)
 
 
 def _digest(key: LedgerKey) -> bytes:
     return blake2b(key.idempotency_key.encode(), digest_size=16).digest()
+
+
+def _packed(attempt: int, sent_at: datetime, life_ms: int) -> int:
+    # A kept key's expiry (ms) above the attempt that sent it, as one int (or one word).
+    return (_milliseconds(sent_at) + life_ms) << _ATTEMPT_BITS | attempt
+
+
+def _vouched(packed: int, now: datetime) -> int | None:
+    """The attempt of a kept key, None once it expired."""
+    return None if _milliseconds(now) >= packed >> _ATTEMPT_BITS else packed & _ATTEMPT_MASK
 
 
 def _milliseconds(moment: datetime) -> int:
@@ -110,38 +120,50 @@ class SharedSentKeys:
 
     def get(self, key: LedgerKey, now: datetime) -> int | None:
         """The attempt that sent ``key``, while this serve may still vouch for it."""
-        high, low = _HALVES.unpack(_digest(key))
-        slots = _BUCKET.unpack_from(self._table, (low % self._buckets) * _BUCKET.size)
-        for index in range(0, len(slots), 4):
-            if slots[index] == high and slots[index + 1] == low:
-                packed = slots[index + 2]
-                if slots[index + 3] != _check(high, low, packed):
-                    return None  # being written: the database answers
-                if _milliseconds(now) >= packed >> _ATTEMPT_BITS:
-                    return None
-                return packed & _ATTEMPT_MASK
-        return None
+        high, low, _, slots = self._bucket(key)
+        index = _slot_of(slots, high, low)
+        if index is None:
+            return None
+        packed = slots[index + 2]
+        if slots[index + 3] != _check(high, low, packed):
+            return None  # being written: the database answers
+        return _vouched(packed, now)
 
     def add(self, key: LedgerKey, attempt: int, *, sent_at: datetime) -> None:
         """Remember that ``attempt`` sent ``key`` at ``sent_at`` (its finalize committed)."""
         if not 0 <= attempt <= _ATTEMPT_MASK:
             return  # nothing kept: the database answers
-        high, low = _HALVES.unpack(_digest(key))
-        packed = (_milliseconds(sent_at) + self._life_ms) << _ATTEMPT_BITS | attempt
-        bucket = (low % self._buckets) * _BUCKET.size
-        slots = _BUCKET.unpack_from(self._table, bucket)
-        chosen, soonest = 0, None
-        for index in range(0, len(slots), 4):
-            if slots[index] == high and slots[index + 1] == low:
-                chosen = index
-                break
-            held = slots[index + 2]
-            whole = slots[index + 3] == _check(slots[index], slots[index + 1], held)
-            expires = held >> _ATTEMPT_BITS if whole else 0  # empty or torn: free
-            if soonest is None or expires < soonest:
-                chosen, soonest = index, expires
-        offset = bucket + chosen // 4 * _SLOT_BYTES
+        high, low, bucket, slots = self._bucket(key)
+        index = _slot_of(slots, high, low)
+        if index is None:
+            index = _soonest_to_expire(slots)
+        packed = _packed(attempt, sent_at, self._life_ms)
+        offset = bucket + index // 4 * _SLOT.size
         _SLOT.pack_into(self._table, offset, high, low, packed, _check(high, low, packed))
+
+    def _bucket(self, key: LedgerKey) -> tuple[int, int, int, tuple[int, ...]]:
+        """The key's digest halves, its bucket's offset and the bucket's words."""
+        high, low = _HALVES.unpack(_digest(key))
+        offset = (low % self._buckets) * _BUCKET.size
+        return high, low, offset, _BUCKET.unpack_from(self._table, offset)
+
+
+def _slot_of(slots: tuple[int, ...], high: int, low: int) -> int | None:
+    """The index of the first word of the key's slot in its bucket, if it has one."""
+    for index in range(0, len(slots), 4):
+        if slots[index] == high and slots[index + 1] == low:
+            return index
+    return None
+
+
+def _soonest_to_expire(slots: tuple[int, ...]) -> int:
+    """The slot a new key takes: an empty or torn one (expiring at 0), else the soonest."""
+
+    def expiry(index: int) -> int:
+        high, low, packed, check = slots[index : index + 4]
+        return packed >> _ATTEMPT_BITS if check == _check(high, low, packed) else 0
+
+    return min(range(0, len(slots), 4), key=expiry)
 
 
 def _check(high: int, low: int, packed: int) -> int:
@@ -153,7 +175,6 @@ def _check(high: int, low: int, packed: int) -> int:
 # The shared table: 32,768 buckets of 4 slots of 32 bytes, 4 MiB, ~130,000 keys; a worker
 # touches its pages as keys arrive, as SentKeys' 50,000 keys took ~6.5 MB in each worker.
 _SLOT = struct.Struct("<4Q")
-_SLOT_BYTES = _SLOT.size
 _BUCKET = struct.Struct("<16Q")
 _HALVES = struct.Struct("<2Q")
 _CHECK_SALT = 0x9E3779B97F4A7C15
@@ -183,13 +204,9 @@ def sent_keys(seconds: float) -> SentKeys | SharedSentKeys:
     return SentKeys(seconds=seconds) if table is None else SharedSentKeys(table, seconds)
 
 
-_attached: list[mmap.mmap | None] = []
-
-
+@functools.cache
 def _shared_table() -> mmap.mmap | None:
-    if not _attached:
-        _attached.append(_attach(os.environ.get(SHARED_TABLE)))
-    return _attached[0]
+    return _attach(os.environ.get(SHARED_TABLE))  # once per process
 
 
 def _attach(path: str | None) -> mmap.mmap | None:

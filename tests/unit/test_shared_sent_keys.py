@@ -55,11 +55,12 @@ def test_a_key_another_process_sent_is_answered_here_until_it_expires(monkeypatc
 
 def test_without_a_table_each_process_keeps_its_own(monkeypatch):
     monkeypatch.delenv(module.SHARED_TABLE, raising=False)
-    monkeypatch.setattr(module, "_attached", [])
+    module._shared_table.cache_clear()
     assert isinstance(module.sent_keys(60.0), module.SentKeys)
     monkeypatch.setenv(module.SHARED_TABLE, "/proc/1/fd/999999")  # gone: keep our own
-    monkeypatch.setattr(module, "_attached", [])
+    module._shared_table.cache_clear()
     assert isinstance(module.sent_keys(60.0), module.SentKeys)
+    module._shared_table.cache_clear()
 
 
 def test_a_table_never_written_knows_no_key_and_an_attempt_too_large_is_not_kept():

@@ -212,14 +212,14 @@ def _write_temp(path: Path, content: bytes, *, fsync: bool) -> tuple[str, Path]:
     try:
         written = 0
         while written < len(content):  # a short write (a signal, a full disk) goes on
-            written += os.write(fd, content[written:] if written else content)
+            written += os.write(fd, content[written:])  # [0:] of bytes is no copy
         if fsync:
             os.fsync(fd)
     except BaseException:
-        os.close(fd)
         Path(temp_name).unlink(missing_ok=True)
         raise
-    os.close(fd)
+    finally:
+        os.close(fd)
     return temp_name, path
 
 
