@@ -102,9 +102,15 @@ def run_uvicorn(run: ServeRun) -> None:
 
 def server_options() -> dict[str, Any]:
     """How uvicorn serves (bench/bare_app.py serves its bare route the same way)."""
+    if importlib.util.find_spec("httptools"):  # uvicorn's fast parser, each answer in one send
+        from app.http_protocol import JoinedWritesProtocol
+
+        http: type | str = JoinedWritesProtocol
+    else:
+        http = "h11"
     return {
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
+        "http": http,
         "proxy_headers": True,
         "forwarded_allow_ips": os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
         "access_log": False,
