@@ -14,16 +14,38 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import orjson
 import structlog
 
+
+class UtcStamp:
+    """The ``ts`` field: ISO 8601 in UTC to the microsecond (``2026-12-07T13:49:38.841872Z``).
+    The date and time of day are formatted once a second: structlog's TimeStamper built a
+    datetime per line, ~1.6 µs of the delivery line's ~9."""
+
+    def __init__(self, clock: Callable[[], int] = time.time_ns) -> None:
+        self._clock = clock
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, logger: Any, method_name: str, event_dict: dict[str, Any]) -> Any:
+        second, micros = divmod(self._clock() // 1000, 1_000_000)
+        if second != self._second:
+            self._second = second
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        event_dict["ts"] = f"{self._prefix}.{micros:06d}Z"
+        return event_dict
+
+
 _SHARED_PROCESSORS: list[Any] = [
     structlog.contextvars.merge_contextvars,
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
-    structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+    UtcStamp(),
 ]
 _stream: TextIO | None = None  # None: whatever sys.stdout is at write time (runners swap it)
 _to_stderr = False  # commands: sys.stderr at write time, keeping stdout for their answer
@@ -72,13 +94,50 @@ def resolve_format(log_format: str) -> str:
 
 
 def _configure_structlog(level: int, log_format: str = "json") -> None:
+    global _processors, _level
     exceptions = [] if log_format == "console" else [structlog.processors.format_exc_info]
+    _processors = [*_SHARED_PROCESSORS, *exceptions, _renderer(log_format)]
+    _level = level
     structlog.configure(
-        processors=[*_SHARED_PROCESSORS, *exceptions, _renderer(log_format)],
+        processors=_processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=_writer,
         cache_logger_on_first_use=True,
     )
+
+
+_processors: list[Any] = []
+_level = logging.INFO
+_METHODS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "error"}
+
+
+class EventLog:
+    """One logger's events through the configured processors and writer, called directly.
+
+    For the line written per delivery: structlog's bound logger passes the fields through
+    three layers of keyword arguments and copies them twice, ~3 µs of the line's ~9
+    (``bench/README.md``). The line is the one structlog writes: same processors, same
+    order, same writer; levels are INFO, WARNING or ERROR.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.writer = JsonLineWriter(name)
+
+    @staticmethod
+    def is_enabled_for(level: int) -> bool:
+        """Whether a line at ``level`` is written (so its fields need not be built)."""
+        return level >= _level
+
+    def log(self, level: int, event: str, fields: dict[str, Any]) -> None:
+        """Write ``event`` with ``fields`` (taken, not copied) at ``level``, if enabled."""
+        if level < _level:
+            return
+        fields["event"] = event
+        method = _METHODS[level]
+        line: Any = fields
+        for processor in _processors:
+            line = processor(self.writer, method, line)
+        self.writer.msg(line)
 
 
 _configure_structlog(logging.INFO)  # at import, so no logger is ever cached with defaults

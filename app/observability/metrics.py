@@ -28,6 +28,7 @@ from app.domain.errors import ProviderError
 from app.domain.messages import Delivery, RenderedMessage, SendResult
 from app.domain.ports import ChannelProvider
 from app.domain.states import Outcome
+from app.observability.logs import EventLog
 from app.observability.tracing import span
 
 
@@ -118,7 +119,7 @@ SWEEP_REPUBLISHED = Counter(
     "Messages of sends not final whose queue message was overdue, published again.",
 )
 
-log = structlog.get_logger("reminders.delivery")
+log = EventLog("reminders.delivery")  # the line per delivery, without structlog's layers
 _LABEL_MAX = 64
 # How loud each decision is, so log-level alerting sees failures: a retry or a refused
 # message is a warning, a send that ended without delivery is an error. Only when this
@@ -167,18 +168,20 @@ def record_delivery(
     log.log(
         level,
         "delivery",
-        queue=queue,
-        message_id=delivery.message_id,
-        ledger_key=f"{answer.reminder_id}:{channel}" if answer.reminder_id else None,
-        outcome=answer.outcome.value,
-        ack=answer.outcome.acknowledges,
-        attempt=answer.attempt,
-        queue_attempt=delivery.attempt,
-        retry_after=answer.retry_after,
-        detail=_safe_detail(answer),
-        error_class=_safe_detail(answer) if answer.outcome in _FAILURE_LEVELS else None,
-        duration_ms=round(duration * 1000, 3),
-        **request,
+        {
+            "queue": queue,
+            "message_id": delivery.message_id,
+            "ledger_key": f"{answer.reminder_id}:{channel}" if answer.reminder_id else None,
+            "outcome": answer.outcome.value,
+            "ack": answer.outcome.acknowledges,
+            "attempt": answer.attempt,
+            "queue_attempt": delivery.attempt,
+            "retry_after": answer.retry_after,
+            "detail": _safe_detail(answer),
+            "error_class": _safe_detail(answer) if answer.outcome in _FAILURE_LEVELS else None,
+            "duration_ms": round(duration * 1000, 3),
+            **request,
+        },
     )
 
 
