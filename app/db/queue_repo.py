@@ -13,9 +13,11 @@ from typing import Any
 
 import orjson
 from sqlalchemy import (
+    ColumnElement,
     DateTime,
     Integer,
     Text,
+    Update,
     bindparam,
     delete,
     func,
@@ -222,7 +224,7 @@ _CLAIMABLE = (
     qm.c.attempts <= qm.c.max_retries,
     qm.c.expires_at > _NOW,
 )
-_DUE = (
+DUE = (
     select(qm.c.id)
     .where(*_CLAIMABLE)
     .order_by(qm.c.visible_at, qm.c.id)
@@ -235,15 +237,25 @@ _DUE = (
     .cte("due")
     .prefix_with("MATERIALIZED", dialect="postgresql")
 )
-CLAIM = (
-    update(qm)
-    .where(qm.c.id == _DUE.c.id)
-    .values(
-        visible_at=bindparam("visible_until", type_=UTCDateTime()),
-        attempts=qm.c.attempts + 1,
+
+
+def claim_statement(picked: ColumnElement[bool]) -> Update:
+    """Claim the messages ``picked`` (among ``DUE``): hidden until ``visible_until``, their
+    delivery counted."""
+    return (
+        update(qm)
+        .where(picked)
+        .values(
+            visible_at=bindparam("visible_until", type_=UTCDateTime()),
+            attempts=qm.c.attempts + 1,
+        )
+        .returning(
+            qm.c.id, qm.c.queue, qm.c.message_id, qm.c.payload, qm.c.attempts, qm.c.max_retries
+        )
     )
-    .returning(qm.c.id, qm.c.queue, qm.c.message_id, qm.c.payload, qm.c.attempts, qm.c.max_retries)
-)
+
+
+CLAIM = claim_statement(qm.c.id == DUE.c.id)
 
 
 async def claim_messages(

@@ -53,3 +53,53 @@ async def test_a_claim_reads_its_batch_in_order_from_the_index(engine, clock, db
         plan = [row[-1] for row in await conn.exec_driver_sql(explain + statement, parameters)]
     sorts = [line for line in plan if "Sort" in line or "TEMP B-TREE" in line]
     assert sorts == [], "\n".join(plan)
+
+
+def _scans_without_a_key(node: dict) -> list[str]:
+    """Plan nodes reading queue_messages without an index condition: the whole table."""
+    found = []
+    kind = node["Node Type"]
+    whole = kind == "Seq Scan" or (kind.startswith("Index") and "Index Cond" not in node)
+    if node.get("Relation Name") == "queue_messages" and whole:
+        found.append(f"{node['Node Type']} {node.get('Index Name', '')}")
+    for child in node.get("Plans", []):
+        found.extend(_scans_without_a_key(child))
+    return found
+
+
+async def test_the_raw_claim_planned_on_an_empty_queue_still_reads_only_its_batch(
+    engine, clock, db_backend
+):
+    """PostgreSQL: ``serve``'s dispatcher claims on the ledger's sessions, which keep one
+    generic plan (``pg_pool``). Planned while a queue that had been busy was empty and
+    analyzed, the plan must still find the claimed rows by key once the queue holds
+    thousands again: joined to the batch instead, it read the whole primary key for every
+    claim."""
+    if db_backend != "postgresql":
+        pytest.skip("the raw statements are PostgreSQL's")
+    from app.db.ledger.pg_pool import _SESSION_SETTINGS
+    from app.db.queue_pg import _CLAIM
+
+    publisher = EmbeddedQueuePublisher(engine, max_retries=5, clock=clock)
+    await publisher.publish_batch([message(number) for number in range(2000)])
+    async with engine.connect() as conn:  # a queue that was busy, drained and analyzed
+        for step in ("ANALYZE", "TRUNCATE", "ANALYZE"):
+            await conn.exec_driver_sql(f"{step} queue_messages")
+            await conn.commit()
+        for name, value in _SESSION_SETTINGS.items():
+            await conn.exec_driver_sql(f"SET {name} = {value}")
+        types = "timestamptz, int, varchar, timestamptz, int"
+        await conn.exec_driver_sql(f"PREPARE raw_claim ({types}) AS {_CLAIM.sql}")
+        args = _CLAIM.args(now=clock.now, visible_until=clock.now, limit=64)
+        literals = ", ".join(
+            f"'{value.isoformat()}'" if hasattr(value, "isoformat") else repr(value)
+            for value in args
+        )
+        explain = f"EXPLAIN (FORMAT JSON) EXECUTE raw_claim ({literals})"
+        await conn.exec_driver_sql(explain)  # planned now, on the empty queue, and kept
+        await conn.commit()
+        await publisher.publish_batch([message(number) for number in range(2000, 4000)])
+        [[plan]] = (await conn.exec_driver_sql(explain)).all()
+        await conn.exec_driver_sql("DEALLOCATE raw_claim")
+
+    assert _scans_without_a_key(plan[0]["Plan"]) == []
