@@ -1,6 +1,6 @@
 """The embedded queue's two statements per round on PostgreSQL, on the ledger's asyncpg pool.
 
-A dispatcher round claims a batch (``queue_repo``'s claim) and, once the receiver has
+A dispatcher round claims a batch (``queue_repo.CLAIM``) and, once the receiver has
 answered, deletes the acknowledged messages. Through the engine each was a transaction:
 a checkout ping, BEGIN, the statement and COMMIT, four round trips and SQLAlchemy's
 layers, ~7% of a worker's CPU in a profile of 100,000 deliveries in process. Each is one
@@ -18,21 +18,15 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import BigInteger, any_, bindparam, delete, func, select
+from sqlalchemy import BigInteger, any_, bindparam, delete
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from .ledger import PgLedger
 from .ledger.postgres_sql import RawStatement
-from .queue_repo import DUE, ClaimedMessage, claim_statement, claimed_in_order
+from .queue_repo import CLAIM, ClaimedMessage, claimed_in_order
 from .queue_tables import queue_messages
 
-# The claimed rows are found by key (``id = ANY(ARRAY(SELECT id FROM due))``), not joined
-# to ``due``: these sessions keep one generic plan, and one planned while the queue was
-# empty joined by reading the whole table's primary key for every claim, the same plan
-# when it held 100,000 messages.
-_CLAIM = RawStatement.compile(
-    claim_statement(queue_messages.c.id == any_(func.array(select(DUE.c.id).scalar_subquery())))
-)
+_CLAIM = RawStatement.compile(CLAIM)
 _DELETE = RawStatement.compile(
     delete(queue_messages).where(
         queue_messages.c.id == any_(bindparam("ids", type_=ARRAY(BigInteger)))

@@ -13,11 +13,9 @@ from typing import Any
 
 import orjson
 from sqlalchemy import (
-    ColumnElement,
     DateTime,
     Integer,
     Text,
-    Update,
     bindparam,
     delete,
     func,
@@ -224,7 +222,7 @@ _CLAIMABLE = (
     qm.c.attempts <= qm.c.max_retries,
     qm.c.expires_at > _NOW,
 )
-DUE = (
+_DUE = (
     select(qm.c.id)
     .where(*_CLAIMABLE)
     .order_by(qm.c.visible_at, qm.c.id)
@@ -237,25 +235,15 @@ DUE = (
     .cte("due")
     .prefix_with("MATERIALIZED", dialect="postgresql")
 )
-
-
-def claim_statement(picked: ColumnElement[bool]) -> Update:
-    """Claim the messages ``picked`` (among ``DUE``): hidden until ``visible_until``, their
-    delivery counted."""
-    return (
-        update(qm)
-        .where(picked)
-        .values(
-            visible_at=bindparam("visible_until", type_=UTCDateTime()),
-            attempts=qm.c.attempts + 1,
-        )
-        .returning(
-            qm.c.id, qm.c.queue, qm.c.message_id, qm.c.payload, qm.c.attempts, qm.c.max_retries
-        )
+CLAIM = (
+    update(qm)
+    .where(qm.c.id == _DUE.c.id)
+    .values(
+        visible_at=bindparam("visible_until", type_=UTCDateTime()),
+        attempts=qm.c.attempts + 1,
     )
-
-
-CLAIM = claim_statement(qm.c.id == DUE.c.id)
+    .returning(qm.c.id, qm.c.queue, qm.c.message_id, qm.c.payload, qm.c.attempts, qm.c.max_retries)
+)
 
 
 async def claim_messages(
