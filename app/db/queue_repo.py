@@ -6,7 +6,7 @@ database's ``now()``, so tests drive time and every dispatcher agrees with its o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -235,7 +235,7 @@ _DUE = (
     .cte("due")
     .prefix_with("MATERIALIZED", dialect="postgresql")
 )
-CLAIM = (
+_CLAIM = (
     update(qm)
     .where(qm.c.id == _DUE.c.id)
     .values(
@@ -251,15 +251,11 @@ async def claim_messages(
 ) -> list[ClaimedMessage]:
     """Claim up to ``limit`` due messages, hiding them until ``visible_until``."""
     params = {"now": now, "visible_until": visible_until, "limit": limit}
-    return claimed_in_order((await conn.execute(CLAIM, params)).all())
-
-
-def claimed_in_order(
-    rows: Sequence[Any], payload: Callable[[Any], Any] = lambda value: value
-) -> list[ClaimedMessage]:
-    """The rows ``CLAIM`` returned as messages, oldest first (``payload`` decodes the column
-    where the driver hands it over as text)."""
-    claimed = [ClaimedMessage(r[0], r[1], r[2], payload(r[3]), r[4], r[5]) for r in rows]
+    rows = (await conn.execute(_CLAIM, params)).all()
+    claimed = [
+        ClaimedMessage(r.id, r.queue, r.message_id, r.payload, r.attempts, r.max_retries)
+        for r in rows
+    ]
     return sorted(claimed, key=lambda message: message.id)
 
 

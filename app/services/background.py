@@ -27,7 +27,6 @@ from app.adapters.queues.embedded.dispatcher import dispatcher_from_settings
 from app.adapters.queues.embedded.local import LocalAnswer, LocalDelivery
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import AiohttpPusher
-from app.db.queue_pg import PgQueueStatements
 from app.db.queue_repo import ClaimedMessage
 from app.domain.messages import Delivery
 from app.domain.ports import QueuePublisher
@@ -77,13 +76,12 @@ def start_background(
     queue_for: Callable[[str], str],
     sweep_limits: SweepLimits,
     local: LocalDelivery | None = None,
-    statements: PgQueueStatements | None = None,
 ) -> BackgroundWork:
     """Start the dispatcher loop (in process with ``local``, else over HTTP) and, when
     configured, the periodic sweep."""
     embedded = settings.embedded
     dispatcher, pusher = dispatcher_from_settings(
-        settings, engine, clock=clock, rand=rand, local=local, statements=statements
+        settings, engine, clock=clock, rand=rand, local=local
     )
     if isinstance(publisher, EmbeddedQueuePublisher):
         publisher.on_publish(dispatcher.wake)  # deliver at once instead of at the next poll

@@ -262,11 +262,6 @@ class PgLedger(CoreLedger):
         rows = await self._fetch(SUPPRESSION_REASONS, list(emails))
         return {row["email"]: row["reason"] for row in rows}
 
-    async def run_raw(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        """One statement of another repository in autocommit on this pool, with the same
-        retries on a connection the server ended (the embedded queue's, ``queue_pg``)."""
-        return await self._fetch(query, *args)
-
     async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         rows = await self._fetch(query, *args)
         return rows[0] if rows else None

@@ -32,7 +32,6 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import queue_repo
-from app.db.queue_pg import PgQueueStatements
 from app.db.queue_repo import ClaimedMessage, FailedDelivery
 from app.domain.queueing import (
     DEDUP_WINDOW,
@@ -97,14 +96,10 @@ class Dispatcher:
         rand: RandomSource,
         wall_time: Callable[[], float] = time.time,
         local: LocalDelivery | None = None,
-        statements: PgQueueStatements | None = None,
     ) -> None:
         if pusher is None and local is None:
             raise ValueError("a dispatcher needs a pusher or a local delivery")
         self.engine = engine
-        # PostgreSQL: the claim and the acknowledgement as autocommit statements on the
-        # ledger's raw pool (``queue_pg``); otherwise each is a transaction on the engine.
-        self.statements = statements
         self.local = local  # set: deliver in process instead of over HTTP
         self.pusher = pusher
         self.target = target
@@ -136,10 +131,6 @@ class Dispatcher:
     async def claim(self, now: datetime) -> list[ClaimedMessage]:
         """Claim up to a batch of due messages for the visibility timeout."""
         visible_until = now + timedelta(seconds=self.limits.visibility_timeout_seconds)
-        if self.statements is not None:
-            return await self.statements.claim(
-                now=now, visible_until=visible_until, limit=self.limits.batch_size
-            )
         async with self.engine.begin() as conn:
             return await queue_repo.claim_messages(
                 conn, now=now, visible_until=visible_until, limit=self.limits.batch_size
@@ -190,13 +181,10 @@ class Dispatcher:
         acked = [r.message.id for r in delivered if r.acknowledged]
         failed = [r for r in delivered if not r.acknowledged]
         failures = [self._failure(r, now) for r in failed]
-        if self.statements is not None and not failures and not released:  # every round, nearly
-            await self.statements.delete(acked)
-        else:
-            async with self.engine.begin() as conn:
-                await queue_repo.delete_messages(conn, acked)
-                await queue_repo.record_failures(conn, failures, now=now)
-                await queue_repo.release_messages(conn, released, now=now)
+        async with self.engine.begin() as conn:
+            await queue_repo.delete_messages(conn, acked)
+            await queue_repo.record_failures(conn, failures, now=now)
+            await queue_repo.release_messages(conn, released, now=now)
         for result, failure in zip(failed, failures, strict=True):
             if failure.visible_at is None:
                 events.error(
@@ -340,7 +328,6 @@ def dispatcher_from_settings(
     rand: RandomSource,
     pusher: Pusher | None = None,
     local: LocalDelivery | None = None,
-    statements: PgQueueStatements | None = None,
 ) -> tuple[Dispatcher, AiohttpPusher | None]:
     """A dispatcher configured by ``REMINDERS_EMBEDDED_*``; the pusher it owns, to close.
     With ``local`` it delivers in process and opens no HTTP pool."""
@@ -363,7 +350,6 @@ def dispatcher_from_settings(
     )
     chosen = pusher or owned
     dispatcher = Dispatcher(
-        engine, chosen, target, limits=limits, clock=clock, rand=rand, local=local,
-        statements=statements,
-    )  # fmt: skip
+        engine, chosen, target, limits=limits, clock=clock, rand=rand, local=local
+    )
     return dispatcher, owned
