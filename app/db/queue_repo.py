@@ -35,7 +35,8 @@ qm = queue_messages
 qk = queue_idempotency_keys
 READY = "ready"
 DEAD = "dead"
-_NOW = bindparam("now", type_=UTCDateTime())
+# The statements' clock, bound as a parameter (the service's clock, not the database's).
+NOW = bindparam("now", type_=UTCDateTime())
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,16 @@ class ClaimedMessage:
     payload: Any
     attempts: int
     max_retries: int
+    # Where it stood in the claim's order before this claim (PostgreSQL; None on SQLite).
+    position: ClaimPosition | None = None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ClaimPosition:
+    """A place in the claim's order: (``visible_at``, id)."""
+
+    visible_at: datetime
+    id: int
 
 
 async def remember_keys(
@@ -216,49 +227,6 @@ async def _insert_messages_unnest(
     await conn.execute(_INSERT_MESSAGES_UNNEST, params)
 
 
-_CLAIMABLE = (
-    qm.c.state == READY,
-    qm.c.visible_at <= _NOW,
-    qm.c.attempts <= qm.c.max_retries,
-    qm.c.expires_at > _NOW,
-)
-_DUE = (
-    select(qm.c.id)
-    .where(*_CLAIMABLE)
-    .order_by(qm.c.visible_at, qm.c.id)
-    .limit(bindparam("limit"))
-    # PostgreSQL: concurrent dispatchers skip each other's rows instead of waiting.
-    # SQLite ignores this; its single writer serializes the claim instead.
-    .with_for_update(skip_locked=True)
-    # A CTE, run once: as an ``IN (subquery)`` PostgreSQL may rescan the locking subquery
-    # per outer row and claim more than ``limit`` rows.
-    .cte("due")
-    .prefix_with("MATERIALIZED", dialect="postgresql")
-)
-_CLAIM = (
-    update(qm)
-    .where(qm.c.id == _DUE.c.id)
-    .values(
-        visible_at=bindparam("visible_until", type_=UTCDateTime()),
-        attempts=qm.c.attempts + 1,
-    )
-    .returning(qm.c.id, qm.c.queue, qm.c.message_id, qm.c.payload, qm.c.attempts, qm.c.max_retries)
-)
-
-
-async def claim_messages(
-    conn: AsyncConnection, *, now: datetime, visible_until: datetime, limit: int
-) -> list[ClaimedMessage]:
-    """Claim up to ``limit`` due messages, hiding them until ``visible_until``."""
-    params = {"now": now, "visible_until": visible_until, "limit": limit}
-    rows = (await conn.execute(_CLAIM, params)).all()
-    claimed = [
-        ClaimedMessage(r.id, r.queue, r.message_id, r.payload, r.attempts, r.max_retries)
-        for r in rows
-    ]
-    return sorted(claimed, key=lambda message: message.id)
-
-
 async def delete_messages(conn: AsyncConnection, ids: Sequence[int]) -> int:
     """Acknowledge: remove messages (whoever holds them now; the receiver said done)."""
     if not ids:
@@ -286,7 +254,7 @@ _KILL = (
     .where(*_FENCE)
     .values(
         state=DEAD,
-        dead_at=_NOW,
+        dead_at=NOW,
         last_status=bindparam("status_code"),
         last_error=bindparam("error_text"),
     )

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import event
 
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
-from app.db import queue_repo
+from app.db import queue_claim
 from app.domain.messages import OutgoingMessage
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +40,7 @@ async def test_a_claim_reads_its_batch_in_order_from_the_index(engine, clock, db
     event.listen(engine.sync_engine, "before_cursor_execute", remember)
     try:
         async with engine.begin() as conn:
-            claimed = await queue_repo.claim_messages(
+            claimed = await queue_claim.claim_messages(
                 conn, now=clock.now, visible_until=clock.now + timedelta(minutes=2), limit=64
             )
     finally:

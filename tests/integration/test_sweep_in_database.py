@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
-from app.db import queue_repo, reminders_repo
+from app.db import queue_claim, queue_repo, reminders_repo
 from app.db.engine import create_engine
 from app.domain.messages import parse_delivery_payload
 from app.domain.queueing import MAX_DELAY_SECONDS as SEVEN_DAYS
@@ -42,7 +42,7 @@ async def stored(engine, clock):
     later = clock.now + timedelta(days=1)
     async with engine.begin() as conn:
         rows = await queue_repo.list_messages(conn, limit=1000)
-        claimed = await queue_repo.claim_messages(conn, now=later, visible_until=later, limit=1000)
+        claimed = await queue_claim.claim_messages(conn, now=later, visible_until=later, limit=1000)
         cast = "payload::text" if conn.dialect.name == "postgresql" else "payload"
         raw = dict(
             (await conn.exec_driver_sql(f"SELECT message_id, {cast} FROM queue_messages")).all()

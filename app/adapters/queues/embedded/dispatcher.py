@@ -25,14 +25,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import queue_repo
-from app.db.queue_repo import ClaimedMessage, FailedDelivery
+from app.db import queue_claim, queue_repo
+from app.db.queue_repo import ClaimedMessage, ClaimPosition, FailedDelivery
 from app.domain.queueing import (
     DEDUP_WINDOW,
     is_exhausted,
@@ -47,6 +47,10 @@ from .pusher import AiohttpPusher, Pusher, PushFailed, PushResult, PushTarget
 log = logging.getLogger("reminders.embedded_queue")
 # Dead letters: error lines with fields, as the receiver's are (log-level alerting).
 events = structlog.get_logger("reminders.embedded_queue")
+
+
+# How long claims go on from a position before one starts from the index's start again.
+RESUME_SECONDS = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,10 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._stop: asyncio.Event | None = None  # run's; once set: start no more deliveries
         self._housekept_at: datetime | None = None
+        # Where the last full claim ended, and when claims last started from the index's
+        # start (``claim``).
+        self._position: ClaimPosition | None = None
+        self._positioned_since = datetime.min.replace(tzinfo=UTC)
 
     async def run_once(self, now: datetime | None = None) -> DispatchReport:
         """One round: housekeeping when due, then claim, push and apply one batch."""
@@ -129,12 +137,45 @@ class Dispatcher:
         return report
 
     async def claim(self, now: datetime) -> list[ClaimedMessage]:
-        """Claim up to a batch of due messages for the visibility timeout."""
+        """Claim up to a batch of due messages for the visibility timeout.
+
+        While the queue has a backlog each claim goes on from where the last full one
+        ended, instead of entering the index at its start: there lie the entries of the
+        messages already delivered (deleted, or moved by their claim), which PostgreSQL
+        keeps until a vacuum and every claim from the start read again, more with every
+        batch (1,530 buffer reads per claim, on average, over 100,000 messages). A claim
+        from a position that comes back short is topped up from the start, and every
+        ``RESUME_SECONDS`` a claim starts there anyway: a message that lies before the
+        position (published by a process whose clock is behind, or skipped while another
+        statement held it) waits at most that long behind a backlog."""
         visible_until = now + timedelta(seconds=self.limits.visibility_timeout_seconds)
+        batch, after = self.limits.batch_size, self._resume_after(now)
         async with self.engine.begin() as conn:
-            return await queue_repo.claim_messages(
-                conn, now=now, visible_until=visible_until, limit=self.limits.batch_size
+            claimed = await queue_claim.claim_messages(
+                conn, now=now, visible_until=visible_until, limit=batch, after=after
             )
+            if after is not None and len(claimed) < batch:
+                claimed += await queue_claim.claim_messages(
+                    conn, now=now, visible_until=visible_until, limit=batch - len(claimed)
+                )
+        self._remember_position(claimed, now, from_start=after is None)
+        return claimed
+
+    def _resume_after(self, now: datetime) -> ClaimPosition | None:
+        if self._position is None or now - self._positioned_since >= RESUME_SECONDS:
+            return None
+        return self._position
+
+    def _remember_position(
+        self, claimed: list[ClaimedMessage], now: datetime, *, from_start: bool
+    ) -> None:
+        positions = [m.position for m in claimed if m.position is not None]
+        if len(claimed) < self.limits.batch_size or not positions:  # no backlog, or SQLite
+            self._position = None
+            return
+        if from_start:
+            self._positioned_since = now
+        self._position = max(positions)
 
     async def push_all(self, claimed: list[ClaimedMessage]) -> list[PushResult]:
         """Push every claimed message, at most ``concurrency`` at a time."""
