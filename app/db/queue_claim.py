@@ -7,7 +7,7 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CTE, Update, bindparam, select, tuple_, update
+from sqlalchemy import CTE, Update, bindparam, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .queue_repo import NOW, READY, ClaimedMessage, ClaimPosition, qm
@@ -60,6 +60,11 @@ def _claim(*, after: bool, positioned: bool) -> Update:
     )  # fmt: skip
 
 
+_INDEX_ORDER_ONLY = text(
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)"
+)
+
+
 async def claim_messages(
     conn: AsyncConnection,
     *,
@@ -74,6 +79,12 @@ async def claim_messages(
     params: dict[str, Any] = {"now": now, "visible_until": visible_until, "limit": limit}
     if after is not None:
         params |= {"after_at": after.visible_at, "after_id": after.id}
+    if after is not None and positioned:
+        # The planner estimates ``(visible_at, id) > (t, n)`` from ``visible_at > t`` alone:
+        # next to none, where a sweep's batch shares one ``visible_at``. It then read every
+        # waiting message through a bitmap and sorted them (38 ms per claim at 100,000).
+        # The index holds the order: this transaction plans without bitmaps or sorts.
+        await conn.execute(_INDEX_ORDER_ONLY)
     rows = await conn.execute(_claim(after=after is not None, positioned=positioned), params)
     claimed = [
         ClaimedMessage(

@@ -137,22 +137,61 @@ async def test_after_thousands_delivered_a_claim_reads_only_its_batch(engine, cl
     assert due["Shared Hit Blocks"] + due.get("Shared Read Blocks", 0) < 120
 
 
-async def _plan_of_next_claim(engine: AsyncEngine, claims: Dispatcher, clock: FakeClock) -> Any:
-    executed: list[tuple[str, dict]] = []
+async def _plan_of_next_claim(
+    engine: AsyncEngine, claims: Dispatcher, clock: FakeClock, first: str | None = None
+) -> Any:
+    executed: list[tuple[str, Any]] = []
 
     def remember(_conn, _cursor, statement, parameters, _context, _many):
-        if "UPDATE queue_messages" in statement:
-            executed.append((statement, parameters))
+        executed.append((statement, parameters))
 
     event.listen(engine.sync_engine, "before_cursor_execute", remember)
     try:
         await claims.claim(clock.now)
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", remember)
-    [(statement, parameters)] = executed
+    # The claim, after what its transaction ran before it (the planner's settings).
+    *before, (statement, parameters) = [item for item in executed if item[0] != "SELECT 1"]
+    assert "UPDATE queue_messages" in statement
     async with engine.connect() as conn:
+        if first is not None:
+            await conn.exec_driver_sql(first)
+        for earlier, earlier_parameters in before:
+            await conn.exec_driver_sql(earlier, earlier_parameters)
         [[plan]] = await conn.exec_driver_sql(
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, parameters
         )
         await conn.rollback()
     return plan
+
+
+async def test_a_claim_from_a_position_walks_the_index_whatever_the_statistics_say(
+    engine, clock, db_backend
+):
+    """PostgreSQL estimated the position's condition as next to no rows in a new database
+    during its first sweep (no statistics yet), priced reading every waiting message
+    through a bitmap and sorting them below walking the index, and did so for every claim
+    (38 ms each at 100,000). Here the index walk is priced out (``enable_indexscan`` off,
+    standing in for those estimates): the claim's transaction must still walk it."""
+    if db_backend != "postgresql":
+        pytest.skip("positions are PostgreSQL's")
+    publisher = EmbeddedQueuePublisher(engine, max_retries=5, clock=clock)
+    await publisher.publish_batch(messages(0, 3000))  # one visible_at, as a sweep's batch
+    clock.advance(seconds=2)
+    claims = dispatcher(engine, clock, batch_size=64)
+    await claims.claim(clock.now)  # from the start: the position is set
+
+    plan = await _plan_of_next_claim(
+        engine, claims, clock, first="SET LOCAL enable_indexscan = off"
+    )
+
+    due = plan[0]["Plan"]["Plans"][0]
+    assert due["Actual Rows"] == 64
+    assert not _nodes(due, "Sort") and not _nodes(due, "Bitmap Heap Scan"), due
+
+
+def _nodes(node: dict, kind: str) -> list[dict]:
+    found = [node] if node["Node Type"] == kind else []
+    for child in node.get("Plans", []):
+        found.extend(_nodes(child, kind))
+    return found
