@@ -3,10 +3,9 @@ for its body.
 
 uvicorn writes an answer's status line and headers when the application sends
 ``http.response.start`` and its body when it sends ``http.response.body``: two ``send``
-system calls for every answer with a body. On a connection a queue keeps open, the first
-of them also runs the peer's receive path, so the second is pure overhead: measured, the two
-writes were 26% of a worker's CPU while it answered duplicate deliveries (the head 18.7%,
-the body 7.6%), and the bare 204 route the push benchmark compares against makes one.
+system calls for every answer with a body (the bare 204 route the push benchmark compares
+against makes one). In a profile of duplicate deliveries the two were 26% of a worker's
+CPU, the body's 7.6%; joined, a duplicate cost a few percent less (``bench/README.md``).
 ASGI has no message that carries both, so the joining is done under uvicorn: the protocol
 sees its transport through :class:`JoinedWrites`, which holds what is written until the
 answer is complete, or at the latest until the event loop's next turn (a streamed answer
