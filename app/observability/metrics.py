@@ -14,7 +14,6 @@ worker reports the same values and they always equal the ledger.
 from __future__ import annotations
 
 import glob
-import logging
 import os
 import tempfile
 import time
@@ -162,7 +161,7 @@ def record_delivery(
         CLAIMS.labels(channel).inc()
         if (answer.attempt or 0) > 1:
             RECLAIMS.labels(channel).inc()
-    level = _LEVELS[delivery_level(answer)]
+    level = delivery_level(answer)
     if not log.is_enabled_for(level):  # e.g. WARNING: no fields built for a line not written
         return
     log.log(
@@ -185,7 +184,6 @@ def record_delivery(
     )
 
 
-_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 # The labelled series of each (queue, channel, outcome), looked up once: prometheus_client's
 # labels() checks and locks on every call (~10% of record_delivery, the per-delivery cost).
 # Only configured queues reach here (the push route answers 404 for any other name).

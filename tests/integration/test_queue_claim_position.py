@@ -151,7 +151,7 @@ async def _plan_of_next_claim(
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", remember)
     # The claim, after what its transaction ran before it (the planner's settings).
-    *before, (statement, parameters) = [item for item in executed if item[0] != "SELECT 1"]
+    *before, (statement, parameters) = executed
     assert "UPDATE queue_messages" in statement
     async with engine.connect() as conn:
         if first is not None:
