@@ -118,7 +118,7 @@ async def overdue_without_message(
         ),
     )
     unsent = or_(
-        r.c.state == ReminderState.SCHEDULED.value,
+        rules.is_state(r, ReminderState.SCHEDULED),
         _channels_where(live) < func.json_array_length(r.c.channels),
     )
     statement = select(r.c.id).where(rules.reminder_is_open(r), r.c.due_at < before, unsent)

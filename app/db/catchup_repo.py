@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.domain.catchup import LedgerRow, OverdueReminder
-from app.domain.states import OPEN_SEND_STATES, ReminderState, SendState
+from app.domain.states import ReminderState, SendState
 
 from . import ledger_rules as rules
 from .tables import reminders, send_records
@@ -52,15 +52,15 @@ _DUE_AND_QUIET = (
 )
 # An enqueued reminder with a channel not final yet: its message may be lost.
 _LOST = and_(
-    r.c.state == ReminderState.ENQUEUED.value,
+    rules.is_state(r, ReminderState.ENQUEUED),
     ~rules.all_channels_final(func.json_array_length(r.c.channels), _FINAL_CHANNELS),
 )
 # A cancelled reminder owes nothing, but a row a worker claimed and never settled (it died
 # before reading the reminder, then the queue gave up) stays 'sending' forever unless one
 # more delivery settles it. Found from the open rows ((state, lease_until) index, a small
 # set), never by scanning every cancelled reminder.
-_OPEN_ROW_OWNERS = select(sr.c.reminder_id).where(sr.c.state.in_(OPEN_SEND_STATES))
-_ORPHANED = and_(r.c.state == ReminderState.CANCELLED.value, r.c.id.in_(_OPEN_ROW_OWNERS))
+_OPEN_ROW_OWNERS = select(sr.c.reminder_id).where(rules.is_open(sr))
+_ORPHANED = and_(rules.is_state(r, ReminderState.CANCELLED), r.c.id.in_(_OPEN_ROW_OWNERS))
 _COLUMNS = (
     r.c.id,
     r.c.due_at,

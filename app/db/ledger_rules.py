@@ -34,6 +34,8 @@ from sqlalchemy.sql.expression import TableClause
 from app.domain.failover import FAILED_OVER, PROVES_NOT_ACCEPTED
 from app.domain.states import (
     FINAL_SEND_STATES,
+    OPEN_REMINDER_STATES,
+    OPEN_SEND_STATES,
     WITHHELD_OUTCOMES,
     DeliverySummary,
     ReminderState,
@@ -58,13 +60,19 @@ def unindexed(column: ColumnElement[str]) -> ColumnElement[str]:
 
 
 FINAL = [state.value for state in FINAL_SEND_STATES]
-OPEN_REMINDER = [ReminderState.SCHEDULED.value, ReminderState.ENQUEUED.value]
+OPEN_REMINDER = [state.value for state in OPEN_REMINDER_STATES]
 WITHHELD = [outcome.value for outcome in WITHHELD_OUTCOMES]
 
 
-def is_state(row: Any, state: SendState) -> ColumnElement[bool]:
-    """The row is in ``state`` (a literal, so statements keep one text)."""
+def is_state(row: Any, state: SendState | ReminderState) -> ColumnElement[bool]:
+    """The row (a send record or a reminder) is in ``state``: a literal, so statements keep
+    one text and PostgreSQL can prove a partial index covers them (``tables``: predicates)."""
     return row.c.state == _literal(state.value)
+
+
+def is_open(row: Any) -> ColumnElement[bool]:
+    """The send record may still be sent: pending or sending."""
+    return row.c.state.in_(_states([state.value for state in OPEN_SEND_STATES]))
 
 
 def is_final(row: Any) -> ColumnElement[bool]:

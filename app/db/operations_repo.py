@@ -97,7 +97,7 @@ async def open_dead_letters(conn: AsyncConnection) -> list[tuple[str, int, datet
 async def oldest_overdue_scheduled(conn: AsyncConnection, *, now: datetime) -> datetime | None:
     """The due time of the oldest ``scheduled`` reminder already due (the sweep's lag)."""
     stmt = select(func.min(reminders.c.due_at)).where(
-        reminders.c.state == ReminderState.SCHEDULED.value, reminders.c.due_at <= now
+        rules.is_state(reminders, ReminderState.SCHEDULED), reminders.c.due_at <= now
     )
     return as_utc((await conn.execute(stmt)).scalar_one())
 
@@ -137,7 +137,7 @@ async def settled_since(conn: AsyncConnection, since: datetime) -> dict[str, int
     stmt = (
         select(reminders.c.delivery, func.count())
         .where(
-            reminders.c.state == ReminderState.DONE.value,
+            rules.is_state(reminders, ReminderState.DONE),
             reminders.c.updated_at >= since,
             reminders.c.done_at >= since,
         )

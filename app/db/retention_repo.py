@@ -18,14 +18,15 @@ from typing import Any
 from sqlalchemy import Select, and_, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.domain.states import FINAL_SEND_STATES, ReminderState
+from app.domain.states import FINAL_SEND_STATES, SETTLED_REMINDER_STATES, ReminderState
 
+from . import ledger_rules as rules
 from .dialects import among
 from .tables import dead_letters, reminders, send_records
 
 r, sr, dl = reminders, send_records, dead_letters
 _FINAL = [state.value for state in FINAL_SEND_STATES]
-PURGEABLE_STATES = (ReminderState.DONE, ReminderState.CANCELLED)
+PURGEABLE_STATES = tuple(sorted(SETTLED_REMINDER_STATES))
 
 _OPEN_SEND = exists().where(sr.c.reminder_id == r.c.id, sr.c.state.not_in(_FINAL))
 _LETTER_OPEN = and_(dl.c.redriven_at.is_(None), dl.c.discarded_at.is_(None))
@@ -38,7 +39,7 @@ _OPEN_DEAD_LETTER = or_(
 def _purgeable(state: ReminderState, before: datetime) -> list:
     # One state per statement: (state, updated_at) is then one index range, read in order,
     # and the LIMIT stops the scan instead of sorting every old row of both states.
-    return [r.c.state == state.value, r.c.updated_at < before, ~_OPEN_SEND, ~_OPEN_DEAD_LETTER]
+    return [rules.is_state(r, state), r.c.updated_at < before, ~_OPEN_SEND, ~_OPEN_DEAD_LETTER]
 
 
 # A closed letter is purged by when it was closed: redriven or discarded before the cutoff.

@@ -21,7 +21,13 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from app.domain.ledger import CLAIMANT_WORKER_LENGTH
-from app.domain.states import ReminderState, SendState
+from app.domain.states import (
+    OPEN_REMINDER_STATES,
+    OPEN_SEND_STATES,
+    SETTLED_REMINDER_STATES,
+    ReminderState,
+    SendState,
+)
 
 from .types import BigId, UTCDateTime
 
@@ -34,6 +40,21 @@ NAMING = {
 }
 
 ID_LENGTH = 200
+
+
+def _state_in(states: frozenset[str]) -> str:
+    return "state IN (" + ", ".join(f"'{state}'" for state in sorted(states)) + ")"
+
+
+# Partial indexes' predicates (migration 0022). PostgreSQL writes a new entry into every
+# index of a table on an update that is not HOT, and a change of ``state`` never is; an
+# index limited to the states its queries ask for takes no entry for the other states.
+# Queries that use one name their states as literals (``ledger_rules``): a bound parameter
+# cannot prove a generic plan's rows lie inside the predicate. SQLite only writes the
+# indexes whose columns changed, so it keeps these whole.
+OPEN_REMINDERS_PREDICATE = _state_in(OPEN_REMINDER_STATES)
+SETTLED_REMINDERS_PREDICATE = _state_in(SETTLED_REMINDER_STATES)
+OPEN_SENDS_PREDICATE = _state_in(OPEN_SEND_STATES)
 
 
 class Base(DeclarativeBase):
@@ -67,12 +88,33 @@ class Reminder(Base):
 
     __tablename__ = "reminders"
     __table_args__ = (
-        Index("ix_reminders_state_due_at", "state", "due_at"),
-        Index("ix_reminders_state_updated_at", "state", "updated_at"),  # 0008: retention
+        # The sweep and the catch-up: open reminders by due time (0022: only open ones on
+        # PostgreSQL, where a non-HOT update writes an entry in every index it qualifies for).
+        Index(
+            "ix_reminders_state_due_at",
+            "state",
+            "due_at",
+            postgresql_where=text(OPEN_REMINDERS_PREDICATE),
+        ),
+        # 0008: retention, by the time a reminder settled (0022: only settled ones there).
+        Index(
+            "ix_reminders_state_updated_at",
+            "state",
+            "updated_at",
+            postgresql_where=text(SETTLED_REMINDERS_PREDICATE),
+        ),
         # 0014: the list's keyset order, whole and per customer or schedule
         Index("ix_reminders_due_at_id", "due_at", "id"),
         Index("ix_reminders_customer_id_due_at_id", "customer_id", "due_at", "id"),
-        Index("ix_reminders_schedule_id_due_at_id", "schedule_id", "due_at", "id"),
+        # 0022: occurrences of a schedule only; a one-off reminder has no entry.
+        Index(
+            "ix_reminders_schedule_id_due_at_id",
+            "schedule_id",
+            "due_at",
+            "id",
+            sqlite_where=text("schedule_id IS NOT NULL"),
+            postgresql_where=text("schedule_id IS NOT NULL"),
+        ),
         # 0017: the list filtered by delivery summary; only settled rows have one.
         Index(
             "ix_reminders_delivery_due_at_id",
@@ -116,10 +158,22 @@ class SendRecord(Base):
     __tablename__ = "send_records"
     __table_args__ = (
         UniqueConstraint("reminder_id", "channel", "provider"),
-        Index("ix_send_records_state_lease_until", "state", "lease_until"),
+        # Open rows by lease (stuck sends, the catch-up; 0022: only open ones on PostgreSQL).
+        Index(
+            "ix_send_records_state_lease_until",
+            "state",
+            "lease_until",
+            postgresql_where=text(OPEN_SENDS_PREDICATE),
+        ),
         Index("ix_send_records_updated_at", "updated_at"),  # 0004: outcome windows
-        # 0016: provider events name the message by the id the provider gave it.
-        Index("ix_send_records_provider_request_id", "provider_request_id"),
+        # 0016: provider events name the message by the id the provider gave it (0022: rows
+        # with one only; a claim's row has none yet).
+        Index(
+            "ix_send_records_provider_request_id",
+            "provider_request_id",
+            sqlite_where=text("provider_request_id IS NOT NULL"),
+            postgresql_where=text("provider_request_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -26,6 +26,9 @@ class SendState(StrEnum):
 
 FINAL_SEND_STATES = frozenset({SendState.SENT, SendState.TERMINAL_FAILURE, SendState.DEAD})
 OPEN_SEND_STATES = frozenset({SendState.PENDING, SendState.SENDING})
+# A reminder that may still be delivered, and one that never will be again.
+OPEN_REMINDER_STATES = frozenset({ReminderState.SCHEDULED, ReminderState.ENQUEUED})
+SETTLED_REMINDER_STATES = frozenset({ReminderState.DONE, ReminderState.CANCELLED})
 
 
 class DeliverySummary(StrEnum):
