@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from app.collector import tune_for_delivery
 from app.container import Container, open_container
+from app.db.queue_pg import queue_statements_for
 from app.observability.logs import configure_logging
 from app.observability.metrics import prime_series
 from app.observability.startup import announce
@@ -54,6 +55,7 @@ def start_embedded_work(container: Container) -> BackgroundWork:
         queue_for=container.queue_for,
         sweep_limits=container.sweep_limits,
         local=deliver_in_process(lambda: container.receiver) if in_process else None,
+        statements=queue_statements_for(container.receiver.ledger),
     )
 
 

@@ -4,6 +4,7 @@ visibility timeout, from the start of that order or from a position in it."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -42,7 +43,9 @@ def _due(*, after: bool) -> CTE:
 
 
 @functools.cache
-def _claim(*, after: bool, positioned: bool) -> Update:
+def claim_statement(*, after: bool, positioned: bool) -> Update:
+    """The claim: from the order's start, or ``after`` a position (``after_at``,
+    ``after_id``); ``positioned`` returns where each message stood (not on SQLite)."""
     due = _due(after=after)
     # SQLite's RETURNING may not name the FROM clause's tables: positions are PostgreSQL's.
     position = [due.c.was_visible_at] if positioned else []
@@ -60,9 +63,29 @@ def _claim(*, after: bool, positioned: bool) -> Update:
     )  # fmt: skip
 
 
-_INDEX_ORDER_ONLY = text(
+# The planner estimates ``(visible_at, id) > (t, n)`` from ``visible_at > t`` alone: next to
+# none, where a sweep's batch shares one ``visible_at``. It then read every waiting message
+# through a bitmap and sorted them (38 ms per claim at 100,000); a generic plan, made while
+# the queue was nearly empty, did the same for every claim (15 ms). The index holds the
+# order: a claim's transaction plans without bitmaps or sorts.
+INDEX_ORDER_ONLY = (
     "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)"
 )
+_INDEX_ORDER_ONLY = text(INDEX_ORDER_ONLY)
+
+# One claim of up to ``limit`` messages, from ``after`` on when given (``claim_with_top_up``).
+ClaimOnce = Callable[[int, ClaimPosition | None], Awaitable[list[ClaimedMessage]]]
+
+
+async def claim_with_top_up(
+    claim_once: ClaimOnce, *, limit: int, after: ClaimPosition | None
+) -> list[ClaimedMessage]:
+    """Up to ``limit`` messages from ``after`` on, topped up from the order's start when
+    those are fewer (a message may lie before the position: ``Dispatcher.claim``)."""
+    claimed = await claim_once(limit, after)
+    if after is not None and len(claimed) < limit:
+        claimed += await claim_once(limit - len(claimed), None)
+    return claimed
 
 
 async def claim_messages(
@@ -80,16 +103,22 @@ async def claim_messages(
     if after is not None:
         params |= {"after_at": after.visible_at, "after_id": after.id}
     if after is not None and positioned:
-        # The planner estimates ``(visible_at, id) > (t, n)`` from ``visible_at > t`` alone:
-        # next to none, where a sweep's batch shares one ``visible_at``. It then read every
-        # waiting message through a bitmap and sorted them (38 ms per claim at 100,000).
-        # The index holds the order: this transaction plans without bitmaps or sorts.
         await conn.execute(_INDEX_ORDER_ONLY)
-    rows = await conn.execute(_claim(after=after is not None, positioned=positioned), params)
+    rows = await conn.execute(
+        claim_statement(after=after is not None, positioned=positioned), params
+    )
+    return claimed_in_order(rows.all(), positioned=positioned)
+
+
+def claimed_in_order(
+    rows: Sequence[Any], *, positioned: bool, payload: Callable[[Any], Any] = lambda value: value
+) -> list[ClaimedMessage]:
+    """The rows a claim returned as messages in id order; ``payload`` decodes the column
+    where the driver hands it over as text (asyncpg)."""
     claimed = [
         ClaimedMessage(
-            r.id, r.queue, r.message_id, r.payload, r.attempts, r.max_retries,
-            ClaimPosition(r.was_visible_at, r.id) if positioned else None,
+            r[0], r[1], r[2], payload(r[3]), r[4], r[5],
+            ClaimPosition(r[6], r[0]) if positioned else None,
         )
         for r in rows
     ]  # fmt: skip

@@ -23,7 +23,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded.dispatcher import dispatcher_from_settings
+from app.adapters.queues.embedded.dispatcher import RoundStatements, dispatcher_from_settings
 from app.adapters.queues.embedded.local import LocalAnswer, LocalDelivery
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import AiohttpPusher
@@ -76,12 +76,13 @@ def start_background(
     queue_for: Callable[[str], str],
     sweep_limits: SweepLimits,
     local: LocalDelivery | None = None,
+    statements: RoundStatements | None = None,
 ) -> BackgroundWork:
     """Start the dispatcher loop (in process with ``local``, else over HTTP) and, when
     configured, the periodic sweep."""
     embedded = settings.embedded
     dispatcher, pusher = dispatcher_from_settings(
-        settings, engine, clock=clock, rand=rand, local=local
+        settings, engine, clock=clock, rand=rand, local=local, statements=statements
     )
     if isinstance(publisher, EmbeddedQueuePublisher):
         publisher.on_publish(dispatcher.wake)  # deliver at once instead of at the next poll

@@ -9,13 +9,15 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.adapters.queues.embedded.dispatcher import Dispatcher, DispatchLimits
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import AiohttpPusher, PushTarget
 from app.db import queue_repo
+from app.db.ledger import PgLedger, ledger_for
+from app.db.queue_pg import PgQueueStatements, queue_statements_for
 from app.db.queue_tables import queue_messages
 from app.domain.clock import utc_now
 from app.domain.messages import OutgoingMessage
@@ -40,8 +42,23 @@ def publisher(engine: AsyncEngine, clock: FakeClock) -> EmbeddedQueuePublisher:
     return EmbeddedQueuePublisher(engine, max_retries=2, clock=clock)
 
 
+@pytest.fixture
+async def statements(engine: AsyncEngine) -> AsyncIterator[PgQueueStatements | None]:
+    """What ``reminders serve`` gives its dispatcher: on PostgreSQL, the claim and the
+    acknowledgement as statements on the ledger's raw pool; elsewhere none (the engine)."""
+    ledger = ledger_for(engine, raw_connections=4)
+    yield queue_statements_for(ledger)
+    if isinstance(ledger, PgLedger):
+        await ledger.close()
+
+
 def make_dispatcher(
-    engine: AsyncEngine, clock: FakeClock, base_url: str, pusher: AiohttpPusher, seed: int = 7
+    engine: AsyncEngine,
+    clock: FakeClock,
+    base_url: str,
+    pusher: AiohttpPusher,
+    statements: PgQueueStatements | None,
+    seed: int = 7,
 ) -> Dispatcher:
     return Dispatcher(
         engine,
@@ -53,6 +70,7 @@ def make_dispatcher(
         ),
         clock=clock,
         rand=random.Random(seed),
+        statements=statements,
     )  # fmt: skip
 
 
@@ -64,8 +82,8 @@ async def pusher() -> AsyncIterator[AiohttpPusher]:
 
 
 @pytest.fixture
-def dispatcher(engine, clock, server, pusher) -> Dispatcher:
-    return make_dispatcher(engine, clock, server.base_url, pusher)
+def dispatcher(engine, clock, server, pusher, statements) -> Dispatcher:
+    return make_dispatcher(engine, clock, server.base_url, pusher, statements)
 
 
 def message(key: str = "r1:email:v1", delay: float = 0.0, queue: str = "reminders"):
@@ -156,9 +174,9 @@ async def test_a_failure_without_retry_after_backs_off_exponentially_with_jitter
     assert delays[0] <= 2.0 and delays[1] <= 4.0
 
 
-async def test_no_answer_counts_as_a_failed_delivery(publisher, engine, clock, pusher):
+async def test_no_answer_counts_as_a_failed_delivery(publisher, engine, clock, pusher, statements):
     """Connection refused (receiver down) is a failed delivery, redelivered with backoff."""
-    down = make_dispatcher(engine, clock, "http://127.0.0.1:9", pusher)
+    down = make_dispatcher(engine, clock, "http://127.0.0.1:9", pusher, statements)
     await publisher.publish(message())
     report = await down.run_once()
     assert report.outcomes["no_answer"] == 1
@@ -218,12 +236,13 @@ async def test_a_dispatcher_that_dies_after_pushing_leaves_the_message_to_redeli
 
 
 async def test_concurrent_dispatchers_never_claim_the_same_message(
-    publisher, engine, clock, server, pusher
+    publisher, engine, clock, server, pusher, statements
 ):
-    """Two dispatchers claiming at the same instant split the due messages between them."""
+    """Two dispatchers claiming at the same instant split the due messages between them
+    (on PostgreSQL one claims on the raw pool, the other through the engine)."""
     await publisher.publish_batch([message(f"r{i}:email:v1") for i in range(30)])
-    first = make_dispatcher(engine, clock, server.base_url, pusher)
-    second = make_dispatcher(engine, clock, server.base_url, pusher)
+    first = make_dispatcher(engine, clock, server.base_url, pusher, statements)
+    second = make_dispatcher(engine, clock, server.base_url, pusher, None)
     a, b = await asyncio.gather(first.claim(clock.now), second.claim(clock.now))
     ids_a, ids_b = {m.id for m in a}, {m.id for m in b}
     assert not ids_a & ids_b
@@ -279,9 +298,9 @@ async def test_messages_past_retention_are_dropped_with_a_log_line(
     assert "past its 30-day retention" in caplog.text
 
 
-async def test_run_loop_delivers_and_stops_gracefully(engine, server, pusher):
+async def test_run_loop_delivers_and_stops_gracefully(engine, server, pusher, statements):
     """The polling loop delivers what is published (woken at once) and returns when stopped."""
-    live = make_dispatcher(engine, utc_now, server.base_url, pusher)
+    live = make_dispatcher(engine, utc_now, server.base_url, pusher, statements)
     publisher = EmbeddedQueuePublisher(engine)
     publisher.on_publish(live.wake)
     stop = asyncio.Event()
@@ -298,3 +317,29 @@ async def test_run_loop_delivers_and_stops_gracefully(engine, server, pusher):
     assert len(server.received) == 1
     async with engine.connect() as conn:
         assert (await conn.execute(select(queue_messages.c.id))).all() == []
+
+
+async def test_a_claim_and_its_delete_outlive_connections_the_server_ended(
+    publisher, dispatcher, server, clock, engine, statements
+):
+    """PostgreSQL: the raw pool's sessions are ended behind its back (a restart, a
+    failover). The next round's claim and delete run again on fresh connections."""
+    if statements is None:
+        pytest.skip("the raw statements are PostgreSQL's")
+    await statements.claim(
+        now=clock.now, visible_until=clock.now, limit=1, after=None
+    )  # opens the pool
+    await publisher.publish_batch([message(f"r{i}:email:v1") for i in range(3)])
+    async with engine.connect() as conn:
+        ended = await conn.scalar(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )
+    assert ended >= 1
+
+    report = await dispatcher.run_once()
+
+    assert (report.claimed, report.acknowledged) == (3, 3)
+    assert await rows(engine) == []

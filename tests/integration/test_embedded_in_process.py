@@ -16,6 +16,7 @@ from app.adapters.queues.embedded.pusher import PushTarget
 from app.container import Container
 from app.db import queue_repo
 from app.db.ledger.postgres_batch_sql import CLAIM_BATCH
+from app.db.queue_pg import queue_statements_for
 from app.db.tables import send_records
 from app.domain.errors import LedgerUnavailable, TransientProviderError
 from app.domain.retry import BackoffPolicy
@@ -42,6 +43,7 @@ def in_process_dispatcher(
         clock=clock,
         rand=random.Random(3),
         local=deliver_in_process(lambda: container.receiver),
+        statements=queue_statements_for(container.receiver.ledger),  # as serve's
     )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ claim comes back short or ``RESUME_SECONDS`` have passed."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +18,8 @@ from app.adapters.queues.embedded.dispatcher import RESUME_SECONDS, Dispatcher, 
 from app.adapters.queues.embedded.local import LocalAnswer
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import PushTarget
+from app.db.ledger import ledger_for
+from app.db.queue_pg import queue_statements_for
 from app.db.queue_repo import ClaimedMessage
 from app.domain.messages import OutgoingMessage
 from app.domain.retry import BackoffPolicy
@@ -30,7 +32,23 @@ async def acknowledge_all(messages: Sequence[ClaimedMessage]) -> list[LocalAnswe
     return [LocalAnswer(True, "sent") for _ in messages]
 
 
-def dispatcher(engine: AsyncEngine, clock: FakeClock, batch_size: int = 10) -> Dispatcher:
+@pytest.fixture(params=["engine", "raw"])
+async def statements(request, engine: AsyncEngine, db_backend: str) -> AsyncIterator[Any]:
+    """Where the claims run: the engine (any database), or on PostgreSQL the ledger's raw
+    pool, as ``reminders serve`` runs them (``queue_pg``)."""
+    if request.param == "engine":
+        yield None
+        return
+    if db_backend != "postgresql":
+        pytest.skip("the raw claims are PostgreSQL's")
+    ledger = ledger_for(engine, raw_connections=4)
+    yield queue_statements_for(ledger)
+    await ledger.close()
+
+
+def dispatcher(
+    engine: AsyncEngine, clock: FakeClock, batch_size: int = 10, statements: Any = None
+) -> Dispatcher:
     return Dispatcher(
         engine,
         None,
@@ -42,6 +60,7 @@ def dispatcher(engine: AsyncEngine, clock: FakeClock, batch_size: int = 10) -> D
         clock=clock,
         rand=random.Random(5),
         local=acknowledge_all,
+        statements=statements,
     )  # fmt: skip
 
 
@@ -63,11 +82,11 @@ def keys(claimed: list[ClaimedMessage]) -> list[str]:
 
 
 async def test_a_message_before_the_position_is_claimed_once_a_claim_comes_back_short(
-    engine, clock, db_backend
+    engine, clock, db_backend, statements
 ):
     publisher = EmbeddedQueuePublisher(engine, max_retries=5, clock=clock)
     await publisher.publish_batch(messages(0, 30))
-    claims = dispatcher(engine, clock)
+    claims = dispatcher(engine, clock, statements=statements)
     first = await claims.claim(clock.now)
     # Published by a process whose clock is a minute behind: before the position.
     late = EmbeddedQueuePublisher(
@@ -92,13 +111,13 @@ async def test_a_message_before_the_position_is_claimed_once_a_claim_comes_back_
 
 
 async def test_behind_a_backlog_claims_start_from_the_beginning_every_resume_period(
-    engine, clock, db_backend
+    engine, clock, db_backend, statements
 ):
     if db_backend != "postgresql":
         pytest.skip("positions are PostgreSQL's")
     publisher = EmbeddedQueuePublisher(engine, max_retries=5, clock=clock)
     await publisher.publish_batch(messages(0, 50))
-    claims = dispatcher(engine, clock)
+    claims = dispatcher(engine, clock, statements=statements)
     await claims.claim(clock.now)
     late = EmbeddedQueuePublisher(
         engine, max_retries=5, clock=lambda: clock.now - timedelta(minutes=1)

@@ -16,10 +16,10 @@ BEGIN/COMMIT round trips, nothing held while a provider is called.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -56,6 +56,8 @@ from .postgres_sql import (
     guarded_claim,
 )
 from .rows import send_context, send_record_view
+
+T = TypeVar("T")
 
 # Group statements of each kind (claims; finalizes) running at once, unless configured
 # (REMINDERS_DATABASE_GROUP_STATEMENTS).
@@ -262,11 +264,26 @@ class PgLedger(CoreLedger):
         rows = await self._fetch(SUPPRESSION_REASONS, list(emails))
         return {row["email"]: row["reason"] for row in rows}
 
+    async def run_raw(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        """One statement of another repository in autocommit on this pool, with the same
+        retries on a connection the server ended (the embedded queue's, ``queue_pg``)."""
+        return await self._fetch(query, *args)
+
+    async def run_transaction(self, steps: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """``steps`` in one transaction on a connection of this pool, with the same retries
+        on a connection the server ended as every statement here (``queue_pg``)."""
+        return await self._retrying(steps, atomic=True)
+
     async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         rows = await self._fetch(query, *args)
         return rows[0] if rows else None
 
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        return await self._retrying(lambda conn: conn.fetch(query, *args), atomic=False)
+
+    async def _retrying(
+        self, steps: Callable[[asyncpg.Connection], Awaitable[T]], *, atomic: bool
+    ) -> T:
         # Awaiting the pool initializes it on first use; with min_size=0 that opens nothing
         # and never yields, so two first users cannot race. Later it returns at once.
         pool = await self.pool
@@ -277,12 +294,12 @@ class PgLedger(CoreLedger):
         # twice.
         for _ in range(self._size):
             try:
-                return await _fetch_once(pool, query, args)
+                return await _on_connection(pool, steps, atomic=atomic)
             except Exception as error:
                 if not is_unavailable(error):
                     raise
         try:
-            return await _fetch_once(pool, query, args)
+            return await _on_connection(pool, steps, atomic=atomic)
         except Exception as error:
             if not is_unavailable(error):
                 raise
@@ -355,10 +372,16 @@ async def _one_by_one(run: Any, items: Sequence[Any]) -> list[Any]:
     return results
 
 
-async def _fetch_once(pool: asyncpg.Pool, query: str, args: tuple[Any, ...]) -> Any:
+async def _on_connection(
+    pool: asyncpg.Pool, steps: Callable[[asyncpg.Connection], Awaitable[T]], *, atomic: bool
+) -> T:
+    # ``atomic=False``: one statement in autocommit, no BEGIN or COMMIT round trip.
     async with pool.acquire() as conn:
         try:
-            return await conn.fetch(query, *args)
+            if not atomic:
+                return await steps(conn)
+            async with conn.transaction():
+                return await steps(conn)
         except asyncpg.PostgresError as error:
             if is_unavailable(error):  # failures.py: by SQLSTATE
                 conn.terminate()

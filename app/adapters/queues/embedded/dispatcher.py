@@ -23,9 +23,10 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import orjson
 import structlog
@@ -51,6 +52,16 @@ events = structlog.get_logger("reminders.embedded_queue")
 
 # How long claims go on from a position before one starts from the index's start again.
 RESUME_SECONDS = timedelta(seconds=10)
+
+
+class RoundStatements(Protocol):
+    """A round's two statements where a faster way than the engine exists (``queue_pg``)."""
+
+    async def claim(
+        self, *, now: datetime, visible_until: datetime, limit: int, after: ClaimPosition | None
+    ) -> list[ClaimedMessage]: ...
+
+    async def delete(self, ids: Sequence[int]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +111,14 @@ class Dispatcher:
         rand: RandomSource,
         wall_time: Callable[[], float] = time.time,
         local: LocalDelivery | None = None,
+        statements: RoundStatements | None = None,
     ) -> None:
         if pusher is None and local is None:
             raise ValueError("a dispatcher needs a pusher or a local delivery")
         self.engine = engine
+        # Set (``reminders serve`` on PostgreSQL: ``queue_pg``): each round's claim and
+        # acknowledgement on the ledger's raw pool; otherwise transactions on the engine.
+        self.statements = statements
         self.local = local  # set: deliver in process instead of over HTTP
         self.pusher = pusher
         self.target = target
@@ -150,14 +165,19 @@ class Dispatcher:
         statement held it) waits at most that long behind a backlog."""
         visible_until = now + timedelta(seconds=self.limits.visibility_timeout_seconds)
         batch, after = self.limits.batch_size, self._resume_after(now)
-        async with self.engine.begin() as conn:
-            claimed = await queue_claim.claim_messages(
-                conn, now=now, visible_until=visible_until, limit=batch, after=after
+        if self.statements is not None:
+            claimed = await self.statements.claim(
+                now=now, visible_until=visible_until, limit=batch, after=after
             )
-            if after is not None and len(claimed) < batch:
-                claimed += await queue_claim.claim_messages(
-                    conn, now=now, visible_until=visible_until, limit=batch - len(claimed)
-                )
+        else:
+            async with self.engine.begin() as conn:
+
+                async def once(size: int, position: ClaimPosition | None) -> list[ClaimedMessage]:
+                    return await queue_claim.claim_messages(
+                        conn, now=now, visible_until=visible_until, limit=size, after=position
+                    )
+
+                claimed = await queue_claim.claim_with_top_up(once, limit=batch, after=after)
         self._remember_position(claimed, now, from_start=after is None)
         return claimed
 
@@ -222,10 +242,13 @@ class Dispatcher:
         acked = [r.message.id for r in delivered if r.acknowledged]
         failed = [r for r in delivered if not r.acknowledged]
         failures = [self._failure(r, now) for r in failed]
-        async with self.engine.begin() as conn:
-            await queue_repo.delete_messages(conn, acked)
-            await queue_repo.record_failures(conn, failures, now=now)
-            await queue_repo.release_messages(conn, released, now=now)
+        if self.statements is not None and not failures and not released:  # nearly every round
+            await self.statements.delete(acked)
+        else:
+            async with self.engine.begin() as conn:
+                await queue_repo.delete_messages(conn, acked)
+                await queue_repo.record_failures(conn, failures, now=now)
+                await queue_repo.release_messages(conn, released, now=now)
         for result, failure in zip(failed, failures, strict=True):
             if failure.visible_at is None:
                 events.error(
@@ -369,6 +392,7 @@ def dispatcher_from_settings(
     rand: RandomSource,
     pusher: Pusher | None = None,
     local: LocalDelivery | None = None,
+    statements: RoundStatements | None = None,
 ) -> tuple[Dispatcher, AiohttpPusher | None]:
     """A dispatcher configured by ``REMINDERS_EMBEDDED_*``; the pusher it owns, to close.
     With ``local`` it delivers in process and opens no HTTP pool."""
@@ -391,6 +415,7 @@ def dispatcher_from_settings(
     )
     chosen = pusher or owned
     dispatcher = Dispatcher(
-        engine, chosen, target, limits=limits, clock=clock, rand=rand, local=local
-    )
+        engine, chosen, target, limits=limits, clock=clock, rand=rand, local=local,
+        statements=statements,
+    )  # fmt: skip
     return dispatcher, owned
