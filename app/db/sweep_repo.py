@@ -8,7 +8,8 @@ One batch, in the caller's transaction:
    ``BEGIN IMMEDIATE``, so it holds the single write lock from its first read);
 2. one (reminder, channel) per message, its queue from the channel-to-queue map, its
    idempotency key ``{reminder_id}:{channel}:v{schedule_version}`` (``messages.idempotency_key``),
-   its delay ``due_at - now`` within ``0..max delay`` as ``visible_at``, a fresh message id;
+   its delay ``due_at - now`` within ``0..max delay`` as ``visible_at``, a fresh message id
+   (a UUIDv7 of ``now``, as ``queueing.new_message_id``);
 3. remember each key unless it was used inside the dedup window (as ``queue_repo.remember_keys``:
    a key published before a crash keeps its first message, which the reminder then records);
 4. store a message for each key remembered now, its payload built by the database
@@ -34,6 +35,7 @@ from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.types import TypeEngine
 
 from app.domain.messages import PAYLOAD_VERSION
+from app.domain.queueing import message_id_time
 from app.domain.states import ReminderState
 
 from .queue_repo import READY
@@ -50,6 +52,7 @@ def _typed(statement: str) -> TextClause:
         "limit": Integer(),
         "max_retries": Integer(),
         "queues": Text(),
+        "id_time": Text(),
         **{name: UTCDateTime() for name in _INSTANTS},
     }
     return text(statement).bindparams(
@@ -63,6 +66,15 @@ _SWEEPABLE = f"""
     AND (sweep_claimed_until IS NULL OR sweep_claimed_until <= :now)
 """
 
+# A fresh message id as ``queueing.new_message_id`` builds it, a UUIDv7: the batch's instant
+# (``:id_time``, 12 hex digits from ``message_id_time``), version 7, then random bits taken
+# from three random UUIDs (their variant nibble is already the RFC's).
+_MESSAGE_ID_POSTGRESQL = """
+    substr(:id_time, 1, 8) || '-' || substr(:id_time, 9, 4) || '-7'
+    || substr(gen_random_uuid()::text, 16, 3) || '-' || substr(gen_random_uuid()::text, 20, 4)
+    || '-' || substr(gen_random_uuid()::text, 25, 12)
+"""
+
 _MOVE_POSTGRESQL = _typed(
     f"""
     WITH picked AS MATERIALIZED (
@@ -74,7 +86,7 @@ _MOVE_POSTGRESQL = _typed(
         SELECT p.id AS reminder_id, p.schedule_version, c.position, c.channel, q.queue,
                p.id || ':' || c.channel || '\\:v' || p.schedule_version AS idempotency_key,
                greatest(:now, least(p.due_at, :latest)) AS visible_at,
-               gen_random_uuid()::text AS message_id
+               {_MESSAGE_ID_POSTGRESQL} AS message_id
         FROM picked AS p
         CROSS JOIN LATERAL json_array_elements_text(p.channels)
             WITH ORDINALITY AS c(channel, position)
@@ -124,9 +136,9 @@ _MOVE_POSTGRESQL = _typed(
 )
 
 # SQLite: the batch in temporary tables (this connection's own), then one statement a step.
-# A uuid4 in text form from random bytes (SQLite has no uuid function).
-_UUID4 = """
-    lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4'
+# The same UUIDv7 from random bytes (SQLite has no uuid function).
+_MESSAGE_ID_SQLITE = """
+    substr(:id_time, 1, 8) || '-' || substr(:id_time, 9, 4) || '-7'
     || substr(lower(hex(randomblob(2))), 2) || '-'
     || substr('89ab', 1 + abs(random()) % 4, 1) || substr(lower(hex(randomblob(2))), 2) || '-'
     || lower(hex(randomblob(6)))
@@ -153,7 +165,7 @@ _WANT_SQLITE = _typed(
     INSERT INTO temp.sweep_wanted
     SELECT p.id, p.schedule_version, c.key, c.value, q.value,
            p.id || ':' || c.value || '\\:v' || p.schedule_version,
-           max(:now, min(p.due_at, :latest)), {_UUID4}
+           max(:now, min(p.due_at, :latest)), {_MESSAGE_ID_SQLITE}
     FROM temp.sweep_picked AS p
     JOIN json_each(p.channels) AS c
     LEFT JOIN json_each(:queues) AS q ON q.key = c.value
@@ -227,6 +239,7 @@ async def move_due_reminders(
         "limit": limit,
         "queues": orjson.dumps(dict(queues)).decode(),
         "max_retries": max_retries,
+        "id_time": message_id_time(now),
     }
     if conn.dialect.name == "postgresql":
         # The planner takes each json function call for 100 rows, so the statement's

@@ -4,6 +4,7 @@ same way by the dispatcher, on both databases."""
 
 import asyncio
 import json
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.db import queue_claim, queue_repo, reminders_repo
 from app.db.engine import create_engine
-from app.domain.messages import parse_delivery_payload
+from app.domain.messages import OutgoingMessage, parse_delivery_payload
 from app.domain.queueing import MAX_DELAY_SECONDS as SEVEN_DAYS
 from app.services import sweep as sweep_service
 from app.services.sweep import SweepLimits, messages_for, sweep
@@ -166,3 +167,31 @@ async def _analyze_count(engine):
 async def _reminder(engine, reminder_id):
     async with engine.connect() as conn:
         return await reminders_repo.get_reminder(conn, reminder_id)
+
+
+def _uuid7_millis(message_id: str) -> int:
+    """The Unix milliseconds of a UUIDv7 (RFC 9562), after checking its version and variant."""
+    parsed = uuid.UUID(message_id)
+    assert str(parsed) == message_id  # canonical lower-case text
+    assert parsed.version == 7 and parsed.variant == uuid.RFC_4122, message_id
+    return parsed.int >> 80
+
+
+async def test_message_ids_are_uuid7s_of_the_publish_instant_on_both_paths(engine, clock):
+    """The sweep's SQL and the Python publisher build the same kind of id: a UUIDv7 whose
+    time is the publish instant (ids of one period sit together in the unique index), all
+    distinct."""
+    queue = EmbeddedQueuePublisher(engine, clock=clock)
+    await add_customer(engine, clock)
+    await add_reminders(engine, clock, {f"r{n}": clock.now for n in range(50)})
+    report = await run(engine, queue, clock)
+    assert report.enqueued == 50
+    clock.advance(seconds=3)
+    [python_built] = await queue.publish_batch([OutgoingMessage("q-email", {}, 0.0, "k:v1")])
+    _, _, rows = await stored(engine, clock)
+    swept = [message_id for message_id in rows if message_id != python_built]
+    assert len(set(swept)) == 50
+    millis = int(clock.now.timestamp() * 1000)
+    assert {_uuid7_millis(message_id) for message_id in swept} == {millis - 3000}
+    assert _uuid7_millis(python_built) == millis
+    assert max(swept) < python_built  # time-ordered as text, too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,6 +13,8 @@ from app.domain.queueing import (
     MAX_DELAY_SECONDS,
     check_publishable,
     is_exhausted,
+    message_id_time,
+    new_message_id,
     redelivery_delay,
 )
 from app.domain.retry import BackoffPolicy, parse_retry_after
@@ -100,3 +103,18 @@ def test_a_message_at_the_limits_is_accepted():
     payload = {"x": "y" * (256 * 1024 - 10)}
     message = _message(payload=payload, delay_seconds=timedelta(days=7).total_seconds())
     check_publishable(message, max_delay_seconds=MAX_DELAY_SECONDS)
+
+
+def test_a_message_id_is_a_uuid7_of_its_instant_with_the_random_bits_given():
+    """RFC 9562's layout: 48 bits of Unix milliseconds, version 7, 12 random bits, the
+    variant, 62 random bits; ids of a later millisecond sort after, as text too."""
+    at = datetime(2026, 12, 8, 2, 30, 0, 123456, tzinfo=UTC)
+    first = new_message_id(at, random_bytes=lambda size: b"\xff" * size)
+    parsed = uuid.UUID(first)
+    assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
+    assert parsed.int >> 80 == int(at.timestamp() * 1000) == int(message_id_time(at), 16)
+    assert parsed.int & (2**62 - 1) == 2**62 - 1 and (parsed.int >> 64) & 0xFFF == 0xFFF
+    zeros = new_message_id(at, random_bytes=lambda size: bytes(size))
+    assert uuid.UUID(zeros).int & ((2**12 - 1) << 64 | (2**62 - 1)) == 0
+    later = new_message_id(at + timedelta(milliseconds=1), random_bytes=lambda size: bytes(size))
+    assert first < later

@@ -9,7 +9,6 @@ dispatcher (``dispatcher``) delivers over real HTTP to ``/push/{queue}``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -20,7 +19,13 @@ from app.db.queue_repo import NewMessage
 from app.domain.clock import utc_now
 from app.domain.errors import ConfigError
 from app.domain.messages import OutgoingMessage
-from app.domain.queueing import DEDUP_WINDOW, MAX_DELAY_SECONDS, RETENTION, check_publishable
+from app.domain.queueing import (
+    DEDUP_WINDOW,
+    MAX_DELAY_SECONDS,
+    RETENTION,
+    check_publishable,
+    new_message_id,
+)
 
 from ..parts import QueueParts
 
@@ -94,7 +99,7 @@ class EmbeddedQueuePublisher:
         # One fresh id per distinct key; a key repeated inside the batch shares it.
         proposed: dict[tuple[str, str], str] = {}
         for message in messages:
-            proposed.setdefault((message.queue, message.idempotency_key), str(uuid.uuid4()))
+            proposed.setdefault((message.queue, message.idempotency_key), new_message_id(now))
         recorded = await queue_repo.remember_keys(
             conn,
             [(queue, key, mid) for (queue, key), mid in proposed.items()],
