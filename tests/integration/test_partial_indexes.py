@@ -5,11 +5,10 @@ updates. Before, every version took one in every index of its table."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import event, insert, text
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import (
@@ -20,11 +19,9 @@ from app.db import (
     sweep_repo,
 )
 from app.db.ledger import PgLedger, ledger_for
-from app.db.tables import customers, reminders
-from app.domain.ledger import AttemptEnd, LedgerKey
 from app.domain.queueing import DEDUP_WINDOW, RETENTION
 from app.domain.states import ReminderState
-from tests.integration.test_ledger_gateways import SENT
+from tests.integration.test_attempt_pages import claim_all, seed, send_all
 from tests.support.ledger_gateways import engine
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +31,6 @@ NOW = datetime(2026, 12, 8, 9, 0, tzinfo=UTC)
 # Few enough that every index fits in one leaf page: no split, so nothing is deleted from
 # an index before it is counted.
 COUNT = 40
-ENDED = AttemptEnd("sent", provider_called=True)
 
 # Entries each index holds once COUNT one-off reminders were registered, swept, claimed,
 # sent and settled: a version in a state its predicate excludes adds none.
@@ -64,21 +60,6 @@ _LEAF_ENTRIES = text(
 )
 
 
-async def seed(engine: AsyncEngine) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(
-            insert(customers),
-            [{"id": f"c{n}", "email": f"c{n}@example.com", "created_at": NOW, "updated_at": NOW}
-             for n in range(COUNT)],
-        )  # fmt: skip
-        await conn.execute(
-            insert(reminders),
-            [{"id": f"r{n}", "customer_id": f"c{n}", "kind": "renewal", "due_at": NOW,
-              "channels": ["email"], "data": {}, "state": "scheduled", "schedule_version": 1,
-              "created_at": NOW, "updated_at": NOW} for n in range(COUNT)],
-        )  # fmt: skip
-
-
 async def sweep_all(engine: AsyncEngine) -> None:
     async with engine.begin() as conn:
         moved, _ = await sweep_repo.move_due_reminders(
@@ -93,16 +74,7 @@ async def deliver_all(engine: AsyncEngine) -> None:
     ledger = ledger_for(engine, raw_connections=4)
     assert isinstance(ledger, PgLedger)
     try:
-        lease = NOW + timedelta(minutes=5)
-        claims = await asyncio.gather(
-            *(ledger.claim_or_read(LedgerKey(f"r{n}", "email", "outbox"), now=NOW,
-                                   lease_until=lease) for n in range(COUNT))
-        )  # fmt: skip
-        assert all(claim.claimed for claim in claims)
-        await asyncio.gather(
-            *(ledger.finalize_send(claim.record, claim.context[0], now=NOW, values=SENT,
-                                   ended=ENDED) for claim in claims)
-        )  # fmt: skip
+        await send_all(ledger, await claim_all(ledger, COUNT))
     finally:
         await ledger.close()
 
@@ -123,7 +95,7 @@ async def test_row_versions_take_entries_only_in_the_indexes_that_read_their_sta
     versions in their states, the schedule and provider-id ones only rows with a value."""
     if db_backend != "postgresql":
         pytest.skip("non-HOT updates writing every index are PostgreSQL's")
-    await seed(engine)
+    await seed(engine, count=COUNT, state="scheduled")
     await sweep_all(engine)
     await deliver_all(engine)
     async with engine.connect() as conn:
