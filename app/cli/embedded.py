@@ -16,7 +16,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from app.adapters.queues.embedded.dispatcher import DispatchReport, dispatcher_from_settings
+from app.adapters.queues.embedded.configured import dispatcher_from_settings
+from app.adapters.queues.embedded.dispatcher import DispatchReport
 from app.cli.common import command_container
 from app.cli.common import load_settings as _settings
 from app.settings import Settings

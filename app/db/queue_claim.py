@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import CTE, Update, bindparam, select, text, tuple_, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from . import queue_repo
 from .queue_repo import NOW, READY, ClaimedMessage, ClaimPosition, qm
 from .types import UTCDateTime
 
@@ -123,3 +124,41 @@ def claimed_in_order(
         for r in rows
     ]  # fmt: skip
     return sorted(claimed, key=lambda message: message.id)
+
+
+class RoundStatements(Protocol):
+    """A dispatcher round's claim (with its top-up) and the delete of a round whose every
+    message was acknowledged: on the engine (``EngineRoundStatements``), or on PostgreSQL's
+    raw pool where ``serve`` has one (``queue_pg``)."""
+
+    async def claim(
+        self, *, now: datetime, visible_until: datetime, limit: int, after: ClaimPosition | None
+    ) -> list[ClaimedMessage]: ...
+
+    async def delete(self, ids: Sequence[int]) -> None: ...
+
+
+class EngineRoundStatements:
+    """A round's two statements as transactions on the engine: any database."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def claim(
+        self, *, now: datetime, visible_until: datetime, limit: int, after: ClaimPosition | None
+    ) -> list[ClaimedMessage]:
+        """``claim_messages`` with its top-up, in one transaction."""
+        async with self._engine.begin() as conn:
+
+            async def once(size: int, position: ClaimPosition | None) -> list[ClaimedMessage]:
+                return await claim_messages(
+                    conn, now=now, visible_until=visible_until, limit=size, after=position
+                )
+
+            return await claim_with_top_up(once, limit=limit, after=after)
+
+    async def delete(self, ids: Sequence[int]) -> None:
+        """``queue_repo.delete_messages`` in a transaction of its own."""
+        if ids:
+            async with self._engine.begin() as conn:
+                await queue_repo.delete_messages(conn, ids)

@@ -22,7 +22,7 @@ import httpx
 import uvicorn
 from pydantic import SecretStr
 
-from app.adapters.queues.embedded.dispatcher import dispatcher_from_settings
+from app.adapters.queues.embedded.configured import dispatcher_from_settings
 from app.adapters.queues.embedded.pusher import PushResult
 from app.adapters.queues.embedded.settings import EmbeddedQueueSettings
 from app.container import open_container

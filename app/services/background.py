@@ -23,10 +23,11 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.adapters.queues.embedded.dispatcher import RoundStatements, dispatcher_from_settings
+from app.adapters.queues.embedded.configured import dispatcher_from_settings
 from app.adapters.queues.embedded.local import LocalAnswer, LocalDelivery
 from app.adapters.queues.embedded.publisher import EmbeddedQueuePublisher
 from app.adapters.queues.embedded.pusher import AiohttpPusher
+from app.db.queue_claim import RoundStatements
 from app.db.queue_repo import ClaimedMessage
 from app.domain.messages import Delivery
 from app.domain.ports import QueuePublisher

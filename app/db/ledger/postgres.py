@@ -272,18 +272,18 @@ class PgLedger(CoreLedger):
     async def run_transaction(self, steps: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """``steps`` in one transaction on a connection of this pool, with the same retries
         on a connection the server ended as every statement here (``queue_pg``)."""
-        return await self._retrying(steps, atomic=True)
+        return await self._retrying(_in_transaction, steps)
 
     async def _fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         rows = await self._fetch(query, *args)
         return rows[0] if rows else None
 
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        return await self._retrying(lambda conn: conn.fetch(query, *args), atomic=False)
+        return await self._retrying(_fetch_once, query, args)
 
-    async def _retrying(
-        self, steps: Callable[[asyncpg.Connection], Awaitable[T]], *, atomic: bool
-    ) -> T:
+    async def _retrying(self, attempt: Callable[..., Awaitable[T]], *args: Any) -> T:
+        # ``attempt(pool, *args)`` on one connection: every statement of the push route
+        # comes through here, so no closure is built per statement.
         # Awaiting the pool initializes it on first use; with min_size=0 that opens nothing
         # and never yields, so two first users cannot race. Later it returns at once.
         pool = await self.pool
@@ -294,12 +294,12 @@ class PgLedger(CoreLedger):
         # twice.
         for _ in range(self._size):
             try:
-                return await _on_connection(pool, steps, atomic=atomic)
+                return await attempt(pool, *args)
             except Exception as error:
                 if not is_unavailable(error):
                     raise
         try:
-            return await _on_connection(pool, steps, atomic=atomic)
+            return await attempt(pool, *args)
         except Exception as error:
             if not is_unavailable(error):
                 raise
@@ -372,23 +372,32 @@ async def _one_by_one(run: Any, items: Sequence[Any]) -> list[Any]:
     return results
 
 
-async def _on_connection(
-    pool: asyncpg.Pool, steps: Callable[[asyncpg.Connection], Awaitable[T]], *, atomic: bool
-) -> T:
-    # ``atomic=False``: one statement in autocommit, no BEGIN or COMMIT round trip.
+async def _fetch_once(pool: asyncpg.Pool, query: str, args: tuple[Any, ...]) -> Any:
     async with pool.acquire() as conn:
         try:
-            if not atomic:
-                return await steps(conn)
+            return await conn.fetch(query, *args)
+        except BaseException as error:
+            _drop_if_broken(conn, error)
+            raise
+
+
+async def _in_transaction(
+    pool: asyncpg.Pool, steps: Callable[[asyncpg.Connection], Awaitable[T]]
+) -> T:
+    async with pool.acquire() as conn:
+        try:
             async with conn.transaction():
                 return await steps(conn)
-        except asyncpg.PostgresError as error:
-            if is_unavailable(error):  # failures.py: by SQLSTATE
-                conn.terminate()
-            raise  # otherwise the server refused the statement; the session is fine
-        except BaseException:
-            conn.terminate()  # broken, or cancelled mid-statement: never handed out again
+        except BaseException as error:
+            _drop_if_broken(conn, error)
             raise
+
+
+def _drop_if_broken(conn: asyncpg.Connection, error: BaseException) -> None:
+    """Never hand out again a connection that failed (``failures.py``: by SQLSTATE), broke,
+    or was cancelled mid-statement; one whose statement the server refused is fine."""
+    if not isinstance(error, asyncpg.PostgresError) or is_unavailable(error):
+        conn.terminate()
 
 
 def _json(value: str | None) -> Any:

@@ -23,16 +23,16 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 
 import orjson
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import queue_claim, queue_repo
+from app.db import queue_repo
+from app.db.queue_claim import EngineRoundStatements, RoundStatements
 from app.db.queue_repo import ClaimedMessage, ClaimPosition, FailedDelivery
 from app.domain.queueing import (
     DEDUP_WINDOW,
@@ -40,10 +40,9 @@ from app.domain.queueing import (
     redelivery_delay,
 )
 from app.domain.retry import BackoffPolicy, RandomSource, parse_retry_after
-from app.settings import Settings
 
 from .local import LocalDelivery, LocalHandOff
-from .pusher import AiohttpPusher, Pusher, PushFailed, PushResult, PushTarget
+from .pusher import Pusher, PushFailed, PushResult, PushTarget
 
 log = logging.getLogger("reminders.embedded_queue")
 # Dead letters: error lines with fields, as the receiver's are (log-level alerting).
@@ -52,16 +51,6 @@ events = structlog.get_logger("reminders.embedded_queue")
 
 # How long claims go on from a position before one starts from the index's start again.
 RESUME_SECONDS = timedelta(seconds=10)
-
-
-class RoundStatements(Protocol):
-    """A round's two statements where a faster way than the engine exists (``queue_pg``)."""
-
-    async def claim(
-        self, *, now: datetime, visible_until: datetime, limit: int, after: ClaimPosition | None
-    ) -> list[ClaimedMessage]: ...
-
-    async def delete(self, ids: Sequence[int]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +105,9 @@ class Dispatcher:
         if pusher is None and local is None:
             raise ValueError("a dispatcher needs a pusher or a local delivery")
         self.engine = engine
-        # Set (``reminders serve`` on PostgreSQL: ``queue_pg``): each round's claim and
-        # acknowledgement on the ledger's raw pool; otherwise transactions on the engine.
-        self.statements = statements
+        # Each round's claim and acknowledgement: on the ledger's raw pool where ``serve``
+        # gives one (PostgreSQL, ``queue_pg``), else transactions on the engine.
+        self.statements = statements or EngineRoundStatements(engine)
         self.local = local  # set: deliver in process instead of over HTTP
         self.pusher = pusher
         self.target = target
@@ -165,19 +154,9 @@ class Dispatcher:
         statement held it) waits at most that long behind a backlog."""
         visible_until = now + timedelta(seconds=self.limits.visibility_timeout_seconds)
         batch, after = self.limits.batch_size, self._resume_after(now)
-        if self.statements is not None:
-            claimed = await self.statements.claim(
-                now=now, visible_until=visible_until, limit=batch, after=after
-            )
-        else:
-            async with self.engine.begin() as conn:
-
-                async def once(size: int, position: ClaimPosition | None) -> list[ClaimedMessage]:
-                    return await queue_claim.claim_messages(
-                        conn, now=now, visible_until=visible_until, limit=size, after=position
-                    )
-
-                claimed = await queue_claim.claim_with_top_up(once, limit=batch, after=after)
+        claimed = await self.statements.claim(
+            now=now, visible_until=visible_until, limit=batch, after=after
+        )
         self._remember_position(claimed, now, from_start=after is None)
         return claimed
 
@@ -242,7 +221,7 @@ class Dispatcher:
         acked = [r.message.id for r in delivered if r.acknowledged]
         failed = [r for r in delivered if not r.acknowledged]
         failures = [self._failure(r, now) for r in failed]
-        if self.statements is not None and not failures and not released:  # nearly every round
+        if not failures and not released:  # nearly every round
             await self.statements.delete(acked)
         else:
             async with self.engine.begin() as conn:
@@ -382,40 +361,3 @@ def _label(result: PushResult) -> str:
     if result.outcome:
         return result.outcome
     return f"http_{result.status}" if result.status is not None else "no_answer"
-
-
-def dispatcher_from_settings(
-    settings: Settings,
-    engine: AsyncEngine,
-    *,
-    clock: Callable[[], datetime],
-    rand: RandomSource,
-    pusher: Pusher | None = None,
-    local: LocalDelivery | None = None,
-    statements: RoundStatements | None = None,
-) -> tuple[Dispatcher, AiohttpPusher | None]:
-    """A dispatcher configured by ``REMINDERS_EMBEDDED_*``; the pusher it owns, to close.
-    With ``local`` it delivers in process and opens no HTTP pool."""
-    embedded = settings.embedded
-    owned = None
-    if pusher is None and local is None:
-        owned = AiohttpPusher(max_connections=embedded.concurrency)
-    target = PushTarget(
-        base_url=embedded.push_base_url or settings.public_base_url,
-        secret=settings.push_secrets[0].get_secret_value().encode(),
-        signature_header=settings.push_signature_header,
-        timestamp_header=settings.push_timestamp_header or None,
-    )
-    limits = DispatchLimits(
-        concurrency=embedded.concurrency,
-        batch_size=embedded.batch_size,
-        visibility_timeout_seconds=settings.embedded_visibility_timeout,
-        push_timeout_seconds=settings.embedded_push_timeout,
-        backoff=embedded.backoff,
-    )
-    chosen = pusher or owned
-    dispatcher = Dispatcher(
-        engine, chosen, target, limits=limits, clock=clock, rand=rand, local=local,
-        statements=statements,
-    )  # fmt: skip
-    return dispatcher, owned
